@@ -1,0 +1,1 @@
+"""Agents that play envgym environments: random, per-environment oracles (solvers) and more."""

@@ -1,0 +1,231 @@
+"""The envgym registry: versioned environment ids, variants, and ``make`` functions.
+
+Single-agent environments live in Gymnasium's own registry under the ``envgym/`` namespace, so
+``gymnasium.make("envgym/Sokoban-v0")`` works (see :mod:`envgym._autoregister` for how that
+happens without importing envgym first). Multi-agent PettingZoo environments live in envgym's
+registry and are built with :func:`make_aec` / :func:`make_parallel`.
+
+Environment families declare their specs as data: each package under ``envgym.environments``
+(and each module named by an ``envgym.environments`` entry point of another distribution) has a
+``SPECS`` list of :class:`EnvSpec` with *string* entry points, so registering every environment
+imports no environment code.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import re
+import threading
+import warnings
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from envgym.errors import EnvgymError, UnknownEnvError, suggest
+
+__all__ = ["EnvSpec", "register", "register_envs", "make", "make_aec", "make_parallel", "spec", "list_envs"]
+
+logger = logging.getLogger(__name__)
+
+Kind = Literal["gymnasium", "aec", "parallel"]
+ENV_ID = re.compile(r"^(?P<namespace>[\w.-]+)/(?P<name>[\w.-]+?)-v(?P<version>\d+)$")
+ENTRY_POINT_GROUP = "envgym.environments"
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvSpec:
+    """One registered environment id.
+
+    Attributes:
+        id: ``namespace/Name-vN``; bump N whenever tasks, observations, actions or rewards change.
+        entry_point: ``"package.module:Class"`` (imported only when the env is made).
+        family: the environment family (``games``, ``household``, ...), used to group listings.
+        summary: one line shown by ``envgym list``.
+        kwargs: keyword arguments passed to the class; ``make`` kwargs override them.
+        kind: ``"gymnasium"`` (single agent), ``"aec"`` or ``"parallel"`` (PettingZoo).
+        variant_of: the base id this preset specialises (``None`` for base ids).
+    """
+
+    id: str
+    entry_point: str
+    family: str
+    summary: str = ""
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    kind: Kind = "gymnasium"
+    variant_of: str | None = None
+
+    def __post_init__(self) -> None:
+        if not ENV_ID.match(self.id):
+            raise EnvgymError(f"environment id must look like 'namespace/Name-vN', got {self.id!r}.")
+        if ":" not in self.entry_point:
+            raise EnvgymError(f"entry_point must be 'module:attribute', got {self.entry_point!r} for {self.id!r}.")
+        if self.kind not in ("gymnasium", "aec", "parallel"):
+            raise EnvgymError(f"kind must be 'gymnasium', 'aec' or 'parallel', got {self.kind!r} for {self.id!r}.")
+
+    @property
+    def name(self) -> str:
+        match = ENV_ID.match(self.id)
+        assert match is not None
+        return match["name"]
+
+    @property
+    def version(self) -> int:
+        match = ENV_ID.match(self.id)
+        assert match is not None
+        return int(match["version"])
+
+    @property
+    def multi_agent(self) -> bool:
+        return self.kind != "gymnasium"
+
+    def load(self) -> Any:
+        """Import and return the entry point (the environment class)."""
+        module_name, _, attribute = self.entry_point.partition(":")
+        module = importlib.import_module(module_name)
+        return getattr(module, attribute)
+
+
+_single: dict[str, EnvSpec] = {}
+_multi: dict[str, EnvSpec] = {}
+_lock = threading.RLock()
+_discovered = False
+
+
+def register(spec: EnvSpec) -> None:
+    """Add ``spec`` to envgym's registry (and Gymnasium's for single-agent envs). Idempotent."""
+    table = _multi if spec.multi_agent else _single
+    with _lock:
+        existing = table.get(spec.id)
+        if existing is not None:
+            if existing == spec:
+                return
+            raise EnvgymError(
+                f"environment id {spec.id!r} is already registered with a different spec "
+                f"({existing.entry_point}); bump the version to register a changed environment."
+            )
+        table[spec.id] = spec
+        if not spec.multi_agent:
+            import gymnasium  # noqa: PLC0415 - registration happens when Gymnasium is in use
+
+            if spec.id not in gymnasium.registry:
+                gymnasium.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs))
+
+
+def _family_modules() -> Iterable[tuple[str, str]]:
+    from envgym import environments  # noqa: PLC0415
+
+    for info in sorted(pkgutil.iter_modules(environments.__path__), key=lambda m: m.name):
+        if info.ispkg and not info.name.startswith("_"):
+            yield info.name, f"envgym.environments.{info.name}"
+    from importlib.metadata import entry_points  # noqa: PLC0415 - scanning metadata costs ms
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        yield ep.name, ep.value
+
+
+def register_envs() -> None:
+    """Register every environment of every family once (later calls return at once)."""
+    global _discovered
+    if _discovered:
+        return
+    with _lock:
+        if _discovered:
+            return
+        for family, module_name in _family_modules():
+            try:
+                module = importlib.import_module(module_name)
+                specs = getattr(module, "SPECS")
+                for env_spec in specs:
+                    register(env_spec)
+            except Exception as err:  # noqa: BLE001 - one broken family must not hide the others
+                warnings.warn(f"envgym: could not register family {family!r} from {module_name}: {err!r}", stacklevel=2)
+        _discovered = True
+
+
+def list_envs(*, family: str | None = None, kind: Kind | None = None, variants: bool = True) -> list[EnvSpec]:
+    """Every registered spec, sorted by family then id, optionally filtered."""
+    register_envs()
+    specs = [*_single.values(), *_multi.values()]
+    if family is not None:
+        specs = [s for s in specs if s.family == family]
+    if kind is not None:
+        specs = [s for s in specs if s.kind == kind]
+    if not variants:
+        specs = [s for s in specs if s.variant_of is None]
+    return sorted(specs, key=lambda s: (s.family, s.id, s.kind))
+
+
+def _unknown(env_id: str, *, multi: bool) -> UnknownEnvError:
+    register_envs()
+    known = list(_multi if multi else _single)
+    other = _single if multi else _multi
+    if env_id in other:
+        hint = "envgym.make / gymnasium.make" if multi else "envgym.make_aec or envgym.make_parallel"
+        return UnknownEnvError(f"{env_id!r} is registered as a {other[env_id].kind} environment: build it with {hint}.")
+    match = ENV_ID.match(env_id)
+    if match:
+        same_name = [k for k in known if ENV_ID.match(k) and ENV_ID.match(k)["name"] == match["name"]]  # type: ignore[index]
+        if same_name:
+            return UnknownEnvError(
+                f"{env_id!r} has no such version; registered versions: {', '.join(sorted(same_name))}."
+            )
+    kind = "multi-agent" if multi else "single-agent"
+    return UnknownEnvError(
+        f"unknown {kind} environment id {env_id!r}.{suggest(env_id, known)} Run `envgym list` to see every id."
+    )
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The spec of a registered id (single-agent first, then multi-agent)."""
+    register_envs()
+    found = _single.get(env_id) or _multi.get(env_id)
+    if found is None:
+        raise _unknown(env_id, multi=False)
+    return found
+
+
+def make(env_id: str, **kwargs: Any) -> Any:
+    """``gymnasium.make`` with envgym's error messages for unknown ids."""
+    register_envs()
+    if env_id not in _single:
+        raise _unknown(env_id, multi=False)
+    import gymnasium  # noqa: PLC0415
+
+    return gymnasium.make(env_id, **kwargs)
+
+
+def make_aec(env_id: str, **kwargs: Any) -> Any:
+    """Build a PettingZoo ``AECEnv`` registered under ``env_id``."""
+    register_envs()
+    found = _multi.get(env_id)
+    if found is None:
+        raise _unknown(env_id, multi=True)
+    env = found.load()(**{**found.kwargs, **kwargs})
+    if found.kind == "parallel":
+        from pettingzoo.utils.conversions import parallel_to_aec  # noqa: PLC0415
+
+        return parallel_to_aec(env)
+    return env
+
+
+def make_parallel(env_id: str, **kwargs: Any) -> Any:
+    """Build a PettingZoo ``ParallelEnv`` registered under ``env_id``.
+
+    Turn-based AEC games cannot be played in parallel; asking for one raises an error that says
+    to use :func:`make_aec`.
+    """
+    register_envs()
+    found = _multi.get(env_id)
+    if found is None:
+        raise _unknown(env_id, multi=True)
+    env = found.load()(**{**found.kwargs, **kwargs})
+    if found.kind == "parallel":
+        return env
+    if not env.metadata.get("is_parallelizable", False):
+        env.close()
+        raise EnvgymError(f"{env_id!r} is a turn-based AEC environment and cannot run in parallel: use envgym.make_aec.")
+    from pettingzoo.utils.conversions import aec_to_parallel  # noqa: PLC0415
+
+    return aec_to_parallel(env)
