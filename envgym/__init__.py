@@ -11,7 +11,6 @@ a browser, docker, ray, a model) is imported until a function needs it.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from envgym import _autoregister
 
@@ -46,7 +45,7 @@ _SUBMODULES = frozenset(
 
 __all__ = sorted([*_LAZY, "__version__"])
 
-if TYPE_CHECKING:  # pragma: no cover
+if False:  # typing.TYPE_CHECKING without importing typing  # pragma: no cover
     from envgym.core import (  # noqa: F401
         INFO_KEYS,
         InvalidAction,
@@ -61,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from envgym.testing import check_aec_env, check_env, check_parallel_env  # noqa: F401
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _LAZY.get(name)
     if module is not None:
         value = getattr(importlib.import_module(module), name)

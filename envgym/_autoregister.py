@@ -10,11 +10,7 @@ registration happens at once. A failure never breaks ``import gymnasium``: it be
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
 import sys
-import warnings
-from typing import Any
 
 _TARGET = "gymnasium"
 
@@ -25,13 +21,16 @@ def _register_now() -> None:
 
         register_envs()
     except Exception as err:  # noqa: BLE001 - never break the user's import of gymnasium
+        import warnings  # noqa: PLC0415
+
         warnings.warn(f"envgym could not register its environments with Gymnasium: {err!r}", stacklevel=2)
 
 
-class _GymnasiumFinder(importlib.abc.MetaPathFinder):
-    """Wraps the loader of ``gymnasium`` so registration runs after the module executes."""
+class _GymnasiumFinder:
+    """A ``sys.meta_path`` finder that wraps the loader of ``gymnasium`` so registration runs
+    after the module executes (a plain class: subclassing importlib.abc costs import time)."""
 
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+    def find_spec(self, fullname: str, path: object, target: object = None) -> object:
         if fullname != _TARGET:
             return None
         uninstall()
@@ -49,7 +48,7 @@ class _GymnasiumFinder(importlib.abc.MetaPathFinder):
             return spec
         original = loader.exec_module
 
-        def exec_module(module: Any) -> None:
+        def exec_module(module: object) -> None:
             original(module)
             _register_now()
 

@@ -23,10 +23,23 @@ __all__ = [
 
 
 def suggest(value: str, options: Iterable[str], *, n: int = 3) -> str:
-    """Return ``" Did you mean 'x'?"`` for the closest options, or an empty string."""
-    matches = difflib.get_close_matches(str(value), list(options), n=n, cutoff=0.5)
-    if not matches:
+    """Return ``" Did you mean 'x'?"`` for the closest options, or an empty string.
+
+    Only options nearly as close as the best one are offered, so a clear typo gets one answer.
+    """
+    value = str(value)
+    scored = []
+    for option in set(options):
+        matcher = difflib.SequenceMatcher(None, value.lower(), str(option).lower())
+        if matcher.real_quick_ratio() >= 0.5 and matcher.quick_ratio() >= 0.5:
+            ratio = matcher.ratio()
+            if ratio >= 0.5:
+                scored.append((ratio, str(option)))
+    if not scored:
         return ""
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    best = scored[0][0]
+    matches = [option for ratio, option in scored[:n] if ratio >= best - 0.05]
     if len(matches) == 1:
         return f" Did you mean {matches[0]!r}?"
     return " Did you mean one of " + ", ".join(repr(m) for m in matches) + "?"

@@ -1,0 +1,49 @@
+"""envgym.testing.check_env passes good environments and catches broken ones."""
+
+from __future__ import annotations
+
+import pytest
+from toy_envs import BrokenInfoEnv, GuessEnv, NondeterministicEnv, RaisingEnv
+
+from envgym.errors import EnvContractError
+from envgym.registration import EnvSpec, register
+from envgym.testing import BAD_ACTIONS, check_env
+
+for _cls in (GuessEnv, BrokenInfoEnv, NondeterministicEnv, RaisingEnv):
+    register(EnvSpec(id=f"envgymtest/{_cls.__name__}-v0", entry_point=f"toy_envs:{_cls.__name__}", family="test"))
+
+
+def test_good_env_passes_every_check() -> None:
+    report = check_env("envgymtest/GuessEnv-v0")
+    assert report.checks == [
+        "gymnasium.check_env",
+        "step_before_reset",
+        "reset_info",
+        "seeded_determinism",
+        "bad_input_fuzz",
+        "max_turns",
+        "close_twice",
+    ]
+    assert report.steps > 0
+
+
+def test_missing_info_key_is_caught() -> None:
+    with pytest.raises(EnvContractError, match=r"\[info\].*success"):
+        check_env("envgymtest/BrokenInfoEnv-v0", gymnasium_checks=False)
+
+
+def test_ignored_seed_is_caught() -> None:
+    with pytest.raises(EnvContractError, match="determinism"):
+        check_env("envgymtest/NondeterministicEnv-v0", make_kwargs={"high": 5000}, gymnasium_checks=False)
+
+
+def test_raising_on_bad_input_is_caught() -> None:
+    with pytest.raises(EnvContractError, match="fuzz|gymnasium|determinism"):
+        check_env("envgymtest/RaisingEnv-v0")
+
+
+def test_bad_actions_cover_the_hostile_cases() -> None:
+    kinds = {type(a).__name__ for a in BAD_ACTIONS}
+    assert {"str", "NoneType", "int", "bytes", "list", "dict"} <= kinds
+    assert any(isinstance(a, str) and len(a) >= 100_000 for a in BAD_ACTIONS)
+    assert any(isinstance(a, str) and "\x00" in a for a in BAD_ACTIONS)
