@@ -483,6 +483,11 @@ class TextEnv(gym.Env[str, str]):
         if reward is None:
             return _default_rubric(None)
         if callable(reward):
+            # Rubrics of envgym.rewards check, before any episode runs, that they read only
+            # components this environment emits and context fields it passes.
+            validate = getattr(reward, "validate_components", None)
+            if callable(validate):
+                validate(self.reward_components, owner=type(self).__name__)
             return reward
         if isinstance(reward, Mapping):
             if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in reward.values()):
@@ -498,7 +503,7 @@ class TextEnv(gym.Env[str, str]):
             # A structured rubric spec (gate, product, ...) is built by the reward layer.
             from envgym.rewards import build_rubric  # noqa: PLC0415 - optional, heavier layer
 
-            return build_rubric(reward, components=self.reward_components)
+            return build_rubric(reward, components=self.reward_components, owner=type(self).__name__)
         raise InvalidKwargsError(
             f"reward must be None, a mapping of component weights or a rubric callable, got {type(reward).__name__}."
         )

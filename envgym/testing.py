@@ -101,7 +101,14 @@ def _check_info(info: Any, where: str, reward_components: Sequence[str] | None) 
 
 
 def _declared_components(env: Any) -> Sequence[str] | None:
-    return getattr(env.unwrapped, "reward_components", None)
+    # Reward wrappers add components, so ask the outermost layer that declares them.
+    getter = getattr(env, "get_wrapper_attr", None)
+    if getter is not None:
+        try:
+            return getter("reward_components")
+        except AttributeError:
+            return None
+    return getattr(env, "reward_components", None)
 
 
 def scripted_rollout(env: Any, seed: int, steps: int, *, action_seed: int = 0) -> list[tuple[Any, ...]]:

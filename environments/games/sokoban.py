@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import ConfigError, InvalidKwargsError, suggest
 
-__all__ = ["SokobanEnv", "DIFFICULTIES", "LEGEND", "ACTIONS", "dead_squares", "parse_level"]
+__all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "SokobanEnv", "dead_squares", "parse_level"]
 
 #: Difficulty presets: (size of the square board including its outer wall, number of boxes).
 DIFFICULTIES: dict[str, tuple[int, int]] = {"easy": (6, 1), "medium": (7, 2), "hard": (8, 3)}
@@ -53,7 +53,7 @@ for _i, _name in enumerate(ACTIONS):
 _STRIP = " .!;,:"
 
 _INTRO = (
-    "You are playing Sokoban on a square grid seen from above (row 1 is the top).\n"
+    "You are playing Sokoban on a grid seen from above (row 1 is the top).\n"
     "Goal: push every box onto a target.\n"
     "Legend: " + ", ".join(f"{glyph} {meaning}" for glyph, meaning in LEGEND.items()) + ".\n"
     "Rules: each turn you move one cell up, down, left or right. Moving into a box pushes it one "
@@ -142,8 +142,10 @@ def parse_level(text: str) -> tuple[int, int, bytearray, bytearray, bytearray, i
     if len(players) != 1:
         raise ConfigError(f"a Sokoban level needs exactly one player (P or S), got {len(players)}.")
     if sum(boxes) != sum(targets) or not sum(boxes):
-        raise ConfigError(f"a Sokoban level needs as many boxes as targets (at least one): got {sum(boxes)} boxes "
-                          f"and {sum(targets)} targets.")
+        raise ConfigError(
+            f"a Sokoban level needs as many boxes as targets (at least one): got {sum(boxes)} boxes "
+            f"and {sum(targets)} targets."
+        )
     return width, height, floor, targets, boxes, players[0]
 
 
@@ -283,11 +285,12 @@ class SokobanEnv(TextEnv):
             self._set_level(self.size, self.size, floor, targets, boxes, player)
         layout = "".join(self._cells)
         digest = hashlib.blake2s(layout.encode(), digest_size=6).hexdigest()
+        count = self._boxes_total
         return Task(
-            id=f"sokoban-{self._w}x{self._h}-{self._boxes_total}b-{digest}",
-            goal=f"Push all {self._boxes_total} box(es) onto the targets.",
+            id=f"sokoban-{self._w}x{self._h}-{count}b-{digest}",
+            goal="Push the box onto the target." if count == 1 else f"Push all {count} boxes onto the targets.",
             difficulty=self._label if level is None else "custom",
-            extra={"size": self._w, "boxes": self._boxes_total, "generator_pushes": pushes},
+            extra={"size": self._w, "boxes": count, "generator_pushes": pushes},
         )
 
     def _intro(self) -> str:
@@ -338,8 +341,12 @@ class SokobanEnv(TextEnv):
             line = f"You pushed a box {name}."
         if self._on_target == self._boxes_total:
             rewards = {**rewards, "success_reward": 1.0}
-            return Transition(f"{line} Every box is on a target: you solved the level!\n\n{self._observe()}",
-                              rewards, terminated=True, success=True)
+            return Transition(
+                f"{line} Every box is on a target: you solved the level!\n\n{self._observe()}",
+                rewards,
+                terminated=True,
+                success=True,
+            )
         if self.end_on_deadlock and self._dead[b]:
             return Transition(
                 f"{line} That box can never reach a target from there: the level is lost.\n\n{self._observe()}",
@@ -361,18 +368,22 @@ class SokobanEnv(TextEnv):
 _NO_REWARD: dict[str, float] = {}
 
 # ---------------------------------------------------------------------- level generation
-_WALLS = 0.35  # at most this fraction of the interior is turned into wall cells
-_PULL = 0.8  # chance that the reverse walk pulls a box when it can
-_KEEP = 0.5  # chance that the reverse walk keeps its direction (long pulls make harder levels)
+_WALLS = 0.35  # up to this fraction of the interior becomes wall cells
+_PULL = 51  # the reverse walk pulls the box behind the player with chance _PULL / 64 (about 0.8)
 _WALK = 3  # reverse-walk steps per floor cell and box
-_ATTEMPTS = 20  # fresh rooms tried before accepting a level with some box still on its target
+_TRIES = 8  # rooms tried per level; the one whose boxes end farthest from the targets wins
+_ATTEMPTS = 20  # rooms tried at most while some box is still on its target
 
 
 def _generate_level(rng: random.Random, size: int, k: int) -> tuple[bytearray, bytearray, bytearray, int, int]:
     """Return ``(floor, targets, boxes, player, pushes)`` of a solvable level.
 
-    ``pushes`` is the number of pulls of the reverse walk that led to the level: a forward
-    solution with that many pushes exists (it is an upper bound, not the optimum).
+    Each try builds a room (the open interior with random wall cells, keeping one connected
+    region), puts ``k`` boxes on random targets and plays a random walk backwards, pulling the
+    box behind the player with probability ``_PULL / 64``. States of the walk are scored by
+    ``(boxes off their targets, sum of push distances of the boxes to their nearest target)``;
+    the best state over ``_TRIES`` rooms is the level. ``pushes`` is the number of pulls that
+    led to it: a forward solution with that many pushes exists (an upper bound, not the optimum).
     """
     w = size
     n = w * w
@@ -383,37 +394,37 @@ def _generate_level(rng: random.Random, size: int, k: int) -> tuple[bytearray, b
     inner_cells = [i for i in range(n) if interior[i]]
     inner = len(inner_cells)
     rand = rng.random
-    bits = rng.getrandbits
     best_level: tuple[bytearray, bytearray, bytearray, int, int] | None = None
     best_key = (-1, -1)
-    for _ in range(_ATTEMPTS):
-        # 1. a room: the open interior with random wall cells, keeping one connected region.
+    for attempt in range(_ATTEMPTS):
+        if best_key[0] == k and attempt >= _TRIES:
+            break
+        # 1. the room: open interior, random wall cells, then the region around a random cell.
         floor = bytearray(interior)
         for i in rng.sample(inner_cells, int(inner * _WALLS * rand())):
             floor[i] = 0
         start = inner_cells[int(rand() * inner)]
         while not floor[start]:
             start = inner_cells[int(rand() * inner)]
-        region = [start]
-        seen = bytearray(n)
-        seen[start] = 1
-        for cell in region:
+        cells = [start]
+        region = bytearray(n)
+        region[start] = 1
+        for cell in cells:
             for off in offsets:
                 x = cell + off
-                if floor[x] and not seen[x]:
-                    seen[x] = 1
-                    region.append(x)
-        floor = seen
-        cells = region
+                if floor[x] and not region[x]:
+                    region[x] = 1
+                    cells.append(x)
+        floor = region
         if len(cells) < k + 3:
             continue
-        # 2. targets, with the boxes on them, and the player somewhere free.
+        # 2. boxes on their targets, the player on another random cell.
         picked = rng.sample(cells, k + 1)
         player = picked[k]
         targets = bytearray(n)
         for t in picked[:k]:
             targets[t] = 1
-        # Pull distance of every cell to its nearest target (-1: a box there is dead).
+        # Push distance from every cell to the nearest target for a lone box (-1: dead cell).
         dist = [-1] * n
         frontier = picked[:k]
         for t in frontier:
@@ -421,31 +432,29 @@ def _generate_level(rng: random.Random, size: int, k: int) -> tuple[bytearray, b
         level = 0
         while frontier:
             level += 1
-            nxt_frontier = []
+            following = []
             for b in frontier:
                 for off in offsets:
                     x = b - off
                     if floor[x] and dist[x] < 0 and floor[x - off]:
                         dist[x] = level
-                        nxt_frontier.append(x)
-            frontier = nxt_frontier
-        # 3. reverse play: walk randomly, pulling the box behind you when there is one.
+                        following.append(x)
+            frontier = following
+        # 3. reverse play: every state of this walk can be pushed back to the solved state.
         boxes = bytearray(targets)
         off_target = 0
         spread = 0
         pulls = 0
         key = (0, 0)
         snapshot: tuple[bytearray, int, int] | None = None
-        d = bits(2)
-        for _step in range(len(cells) * _WALK * (k + 1) + 20):
-            if rand() >= _KEEP:
-                d = bits(2)
-            off = offsets[d]
+        # One random byte per step: 2 bits pick the direction, 6 bits decide whether to pull.
+        for byte in rng.randbytes(len(cells) * _WALK * (k + 1) + 20):
+            off = offsets[byte & 3]
             to = player + off
             if not floor[to] or boxes[to]:
                 continue
             behind = player - off
-            if boxes[behind] and rand() < _PULL:
+            if boxes[behind] and byte >> 2 < _PULL:
                 boxes[behind] = 0
                 boxes[player] = 1
                 off_target += targets[behind] - targets[player]
@@ -457,25 +466,21 @@ def _generate_level(rng: random.Random, size: int, k: int) -> tuple[bytearray, b
                     snapshot = (bytearray(boxes), player, pulls)
             else:
                 player = to
-        if snapshot is None:
-            continue
-        if key > best_key:
+        if snapshot is not None and key > best_key:
             best_key = key
             best_level = (floor, targets, snapshot[0], snapshot[1], snapshot[2])
-        if key[0] == k:
-            break
-    if best_level is None:  # pragma: no cover - every attempt failed: only on absurd settings
+    if best_level is None:  # pragma: no cover - needs a board far smaller than SIZE_RANGE allows
         raise RuntimeError(f"could not generate a Sokoban level of size {size} with {k} boxes.")
     # 4. the player may start anywhere it can walk to without touching a box: the solution
     # found by the reverse walk is still available from there.
     floor, targets, boxes, player, pulls = best_level
-    region = [player]
+    reachable = [player]
     seen = bytearray(boxes)
     seen[player] = 1
-    for cell in region:
+    for cell in reachable:
         for off in offsets:
             x = cell + off
             if floor[x] and not seen[x]:
                 seen[x] = 1
-                region.append(x)
-    return floor, targets, boxes, region[int(rand() * len(region))], pulls
+                reachable.append(x)
+    return floor, targets, boxes, reachable[int(rand() * len(reachable))], pulls
