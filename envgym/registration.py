@@ -91,6 +91,7 @@ _single: dict[str, EnvSpec] = {}
 _multi: dict[str, EnvSpec] = {}
 _lock = threading.RLock()
 _discovered = False
+_plugins_discovered = False
 
 
 def register(spec: EnvSpec) -> None:
@@ -119,34 +120,49 @@ def _family_modules() -> Iterable[tuple[str, str]]:
     for info in sorted(pkgutil.iter_modules(environments.__path__), key=lambda m: m.name):
         if info.ispkg and not info.name.startswith("_"):
             yield info.name, f"envgym.environments.{info.name}"
-    from importlib.metadata import entry_points  # noqa: PLC0415 - scanning metadata costs ms
+
+
+def _plugin_modules() -> Iterable[tuple[str, str]]:
+    # importlib.metadata costs ~40 ms to import and scan, so plugins are looked up only when a
+    # listing or an unknown id needs them, never on the `import gymnasium` path.
+    from importlib.metadata import entry_points  # noqa: PLC0415
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         yield ep.name, ep.value
 
 
-def register_envs() -> None:
-    """Register every environment of every family once (later calls return at once)."""
-    global _discovered
-    if _discovered:
-        return
-    with _lock:
-        if _discovered:
-            return
-        for family, module_name in _family_modules():
-            try:
-                module = importlib.import_module(module_name)
-                specs = getattr(module, "SPECS")
-                for env_spec in specs:
-                    register(env_spec)
-            except Exception as err:  # noqa: BLE001 - one broken family must not hide the others
-                warnings.warn(f"envgym: could not register family {family!r} from {module_name}: {err!r}", stacklevel=2)
-        _discovered = True
+def _register_families(modules: Iterable[tuple[str, str]]) -> None:
+    for family, module_name in modules:
+        try:
+            module = importlib.import_module(module_name)
+            for env_spec in getattr(module, "SPECS"):
+                register(env_spec)
+        except Exception as err:  # noqa: BLE001 - one broken family must not hide the others
+            warnings.warn(f"envgym: could not register family {family!r} from {module_name}: {err!r}", stacklevel=3)
+
+
+def register_envs(*, plugins: bool = False) -> None:
+    """Register every built-in family once (later calls return at once).
+
+    With ``plugins=True`` also the families other distributions declare under the
+    ``envgym.environments`` entry-point group (a module with a ``SPECS`` list), once.
+    """
+    global _discovered, _plugins_discovered
+    if not _discovered:
+        with _lock:
+            if not _discovered:
+                _register_families(_family_modules())
+                _discovered = True
+    if plugins and not _plugins_discovered:
+        with _lock:
+            if not _plugins_discovered:
+                _register_families(_plugin_modules())
+                _plugins_discovered = True
 
 
 def list_envs(*, family: str | None = None, kind: Kind | None = None, variants: bool = True) -> list[EnvSpec]:
     """Every registered spec, sorted by family then id, optionally filtered."""
-    register_envs()
+    register_envs(plugins=True)
     specs = [*_single.values(), *_multi.values()]
     if family is not None:
         specs = [s for s in specs if s.family == family]
@@ -158,7 +174,7 @@ def list_envs(*, family: str | None = None, kind: Kind | None = None, variants: 
 
 
 def _unknown(env_id: str, *, multi: bool) -> UnknownEnvError:
-    register_envs()
+    register_envs(plugins=True)
     known = list(_multi if multi else _single)
     other = _single if multi else _multi
     if env_id in other:
@@ -182,6 +198,9 @@ def spec(env_id: str) -> EnvSpec:
     register_envs()
     found = _single.get(env_id) or _multi.get(env_id)
     if found is None:
+        register_envs(plugins=True)
+        found = _single.get(env_id) or _multi.get(env_id)
+    if found is None:
         raise _unknown(env_id, multi=False)
     return found
 
@@ -189,6 +208,8 @@ def spec(env_id: str) -> EnvSpec:
 def make(env_id: str, **kwargs: Any) -> Any:
     """``gymnasium.make`` with envgym's error messages for unknown ids."""
     register_envs()
+    if env_id not in _single:
+        register_envs(plugins=True)
     if env_id not in _single:
         raise _unknown(env_id, multi=False)
     import gymnasium  # noqa: PLC0415
@@ -200,6 +221,9 @@ def make_aec(env_id: str, **kwargs: Any) -> Any:
     """Build a PettingZoo ``AECEnv`` registered under ``env_id``."""
     register_envs()
     found = _multi.get(env_id)
+    if found is None:
+        register_envs(plugins=True)
+        found = _multi.get(env_id)
     if found is None:
         raise _unknown(env_id, multi=True)
     env = found.load()(**{**found.kwargs, **kwargs})
@@ -218,6 +242,9 @@ def make_parallel(env_id: str, **kwargs: Any) -> Any:
     """
     register_envs()
     found = _multi.get(env_id)
+    if found is None:
+        register_envs(plugins=True)
+        found = _multi.get(env_id)
     if found is None:
         raise _unknown(env_id, multi=True)
     env = found.load()(**{**found.kwargs, **kwargs})

@@ -83,14 +83,14 @@ def test_same_seed_same_task_different_seeds_differ() -> None:
 
 
 def test_splits_give_different_tasks() -> None:
-    train, test = GuessEnv(high=10**6), GuessEnv(high=10**6, split="test")
+    train, test = GuessEnv(high=5000), GuessEnv(high=5000, split="test")
     train.reset(seed=1)
     test.reset(seed=1)
     assert train.secret != test.secret
 
 
 def test_unseeded_reset_continues_the_seeded_stream() -> None:
-    a, b = GuessEnv(high=10**6), GuessEnv(high=10**6)
+    a, b = GuessEnv(high=5000), GuessEnv(high=5000)
     a.reset(seed=9)
     b.reset(seed=9)
     assert [a.reset()[1]["task"]["id"] for _ in range(3)] == [b.reset()[1]["task"]["id"] for _ in range(3)]

@@ -28,6 +28,9 @@ class AgentInput:
         info: the latest ``info`` dict (``task``, ``admissible_actions``, ...).
         turn: number of actions taken so far in the episode.
         messages: chat history prepared by the prompting layer (empty when unused).
+        sample_action: the environment's ``sample_action(rng)`` (a random, valid-when-possible
+            action for the current state) when the env runs in this process, else ``None``.
+            Baselines use it on envs whose action set is infinite; learning agents ignore it.
     """
 
     episode_id: str
@@ -36,6 +39,7 @@ class AgentInput:
     info: dict[str, Any]
     turn: int
     messages: tuple[dict[str, str], ...] = ()
+    sample_action: Callable[[random.Random], str] | None = None
 
 
 @dataclass(slots=True)
@@ -99,19 +103,33 @@ class PolicyAgent(Agent):
         return outputs
 
 
-class _RandomPolicy(Policy):
-    def __init__(self, seed: int | None) -> None:
-        self.rng = random.Random(seed)
+class RandomAgent(Agent):
+    """Uniform over ``info["admissible_actions"]``; where the action set is infinite (no list),
+    the environment's own ``sample_action`` (passed in :class:`AgentInput` by in-process runners),
+    else the empty action. Seeded per episode: ``seed * 1_000_003 + episode seed``."""
 
-    def act(self, observation: str, info: dict[str, Any]) -> str:
-        actions = info.get("admissible_actions")
-        if actions:
-            return self.rng.choice(actions)
-        return "look"
-
-
-class RandomAgent(PolicyAgent):
-    """Uniform over ``info["admissible_actions"]`` (seeded per episode); ``"look"`` when unknown."""
+    name = "random"
 
     def __init__(self, seed: int = 0) -> None:
-        super().__init__(lambda env_id, s: _RandomPolicy(None if s is None else seed * 1_000_003 + s), name="random")
+        self.seed = seed
+        self._rngs: dict[str, random.Random] = {}
+
+    def start_episode(self, episode_id: str, env_id: str, seed: int | None) -> None:
+        self._rngs[episode_id] = random.Random(None if seed is None else self.seed * 1_000_003 + seed)
+
+    def end_episode(self, episode_id: str) -> None:
+        self._rngs.pop(episode_id, None)
+
+    def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
+        outputs = []
+        for item in batch:
+            rng = self._rngs.setdefault(item.episode_id, random.Random(self.seed))
+            actions = item.info.get("admissible_actions")
+            if actions:
+                text = rng.choice(actions)
+            elif item.sample_action is not None:
+                text = item.sample_action(rng)
+            else:
+                text = ""
+            outputs.append(AgentOutput(text))
+        return outputs

@@ -81,7 +81,15 @@ def run_episodes(
         while live:
             slots = sorted(live)
             batch = [
-                AgentInput(live[s][1].episode_id, env_id, live[s][2], live[s][3], live[s][1].turns) for s in slots
+                AgentInput(
+                    live[s][1].episode_id,
+                    env_id,
+                    live[s][2],
+                    live[s][3],
+                    live[s][1].turns,
+                    sample_action=getattr(envs[s].unwrapped, "sample_action", None),
+                )
+                for s in slots
             ]
             outputs = agent.act(batch)
             if len(outputs) != len(batch):

@@ -9,9 +9,9 @@ from importlib import resources
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import InvalidKwargsError, suggest
+from envgym.errors import ConfigError, InvalidKwargsError, suggest
 
-__all__ = ["WordleEnv", "feedback", "answer_words", "allowed_words", "split_answers", "DIFFICULTIES"]
+__all__ = ["DIFFICULTIES", "WordleEnv", "allowed_words", "answer_words", "feedback", "split_answers"]
 
 #: Difficulty presets: name -> (guesses allowed, hard mode).
 DIFFICULTIES: dict[str, tuple[int, bool]] = {
@@ -84,7 +84,11 @@ def feedback(guess: str, answer: str) -> str:
 
 
 class _HardModeIndex:
-    """Bitsets over :func:`allowed_words` to sample hard-mode-valid guesses without a full scan."""
+    """Bitsets over :func:`allowed_words` to sample hard-mode-valid guesses without a full scan.
+
+    ``bits[(i, letter)]`` has bit ``j`` set when word ``j`` has ``letter`` at position ``i``;
+    ``bits[(letter, k)]`` when word ``j`` has at least ``k`` copies of ``letter``.
+    """
 
     def __init__(self) -> None:
         words = allowed_words()
@@ -112,14 +116,16 @@ def _hard_index() -> _HardModeIndex:
     return _HardModeIndex()
 
 
-def _set_bits(mask: int) -> list[int]:
-    text = bin(mask)[:1:-1]  # least significant bit first
-    found = []
-    i = text.find("1")
-    while i >= 0:
-        found.append(i)
-        i = text.find("1", i + 1)
-    return found
+def _nth_set_bit(mask: int, n: int, width: int) -> int:
+    """Position of the ``n``-th (0-based) set bit of ``mask`` (binary search over popcounts)."""
+    lo, hi = 0, width
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if (mask & ((1 << mid) - 1)).bit_count() <= n:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 class WordleEnv(TextEnv):
@@ -129,7 +135,7 @@ class WordleEnv(TextEnv):
     letter: ``G`` (green) the right letter in the right spot, ``Y`` (yellow) in the word but in
     another spot, ``_`` (grey) not in the word, or no further copies of it (a letter guessed
     twice is yellow at most as many times as the answer has unmatched copies of it). The
-    ``train`` and ``test`` splits draw their answers from disjoint halves of the answer list
+    ``train`` and ``test`` splits draw their answers from disjoint parts of the answer list
     (a fixed CRC-32 partition: about 4 in 5 answers are train, 1 in 5 test).
 
     **Observation.** At reset: the rules and the action format, then the board. After a valid
@@ -161,6 +167,7 @@ class WordleEnv(TextEnv):
     used in later guesses). ``max_guesses`` (1-20) and ``hard_mode`` override the preset.
     Plus the common :class:`envgym.core.TextEnv` arguments (``max_turns``, ``invalid_limit``,
     ``invalid_penalty``, ``step_cost``, ``reward``, ``split``, ``render_mode``).
+    ``reset(options={"answer": "abbey"})`` plays a given word (any word of the word list).
 
     **Version history.** v0: initial version.
     """
@@ -198,10 +205,15 @@ class WordleEnv(TextEnv):
         self.difficulty = difficulty
         self.max_guesses = preset_guesses if max_guesses is None else max_guesses
         self.hard_mode = preset_hard if hard_mode is None else hard_mode
+        if (self.max_guesses, self.hard_mode) == (preset_guesses, preset_hard):
+            self._label = difficulty
+        else:
+            self._label = f"max_guesses={self.max_guesses},hard_mode={self.hard_mode}"
         self._answers = split_answers(self.split)
         self._allowed = _allowed_set()
         self._answer = ""
         self._reset_state()
+        self._intro_text = self._build_intro()
 
     def _reset_state(self) -> None:
         self._guesses: list[tuple[str, str]] = []
@@ -210,28 +222,40 @@ class WordleEnv(TextEnv):
         self._present: set[str] = set()
         self._absent: set[str] = set()
         self._min_counts: dict[str, int] = {}
-        self._sample_cache: tuple[int, list[int]] | None = None
+        self._sample_cache: tuple[int, int] | None = None
+        self._board: str | None = None  # rendered board, cleared by every valid guess
 
     # ------------------------------------------------------------------ episode
     def _generate(self, rng: random.Random, options: dict[str, Any] | None) -> Task:
         token = rng.getrandbits(32)
-        self._answer = rng.choice(self._answers)
+        custom = (options or {}).get("answer")
+        if custom is not None:
+            word = custom.lower() if isinstance(custom, str) else custom
+            if not isinstance(word, str) or word not in self._allowed:
+                raise ConfigError(f"options['answer'] must be a five-letter word from the word list, got {custom!r}.")
+            self._answer = word
+        else:
+            self._answer = rng.choice(self._answers)
         self._reset_state()
         mode = " in hard mode" if self.hard_mode else ""
         return Task(
-            id=f"wordle/{self.difficulty}/{self.split}/{token:08x}",
+            id=f"wordle-{self.max_guesses}g{'-hard' if self.hard_mode else ''}-{token:08x}",
             goal=f"Guess the hidden five-letter English word in at most {self.max_guesses} guesses{mode}.",
             split=self.split,
-            difficulty=self.difficulty,
+            difficulty=self._label if custom is None else "custom",
             extra={"max_guesses": self.max_guesses, "hard_mode": self.hard_mode},
         )
 
     def _intro(self) -> str:
+        return self._intro_text
+
+    def _build_intro(self) -> str:
         lines = [
-            f"Wordle ({self.difficulty}). Guess the hidden five-letter English word in at most "
-            f"{self.max_guesses} guesses.",
-            "After each guess every letter is marked: G = right letter in the right spot, "
-            "Y = in the word but in another spot, _ = not in the word (or no further copies of it).",
+            f"Wordle. Guess the hidden five-letter English word in at most {self.max_guesses} guesses.",
+            (
+                "After each guess every letter is marked: G = right letter in the right spot, "
+                "Y = in the word but in another spot, _ = not in the word (or no further copies of it)."
+            ),
         ]
         if self.hard_mode:
             lines.append(
@@ -245,6 +269,11 @@ class WordleEnv(TextEnv):
         return "\n".join(lines)
 
     def _observe(self) -> str:
+        if self._board is None:
+            self._board = self._render()
+        return self._board
+
+    def _render(self) -> str:
         used = len(self._guesses)
         lines = [f"Guesses: {used} of {self.max_guesses} used, {self.max_guesses - used} left."]
         if not self._guesses:
@@ -260,7 +289,7 @@ class WordleEnv(TextEnv):
     # ------------------------------------------------------------------ actions
     def _parse(self, text: str) -> str:
         word = text.strip().lower()
-        if word.startswith("guess"):
+        if len(word) > 5 and word.startswith("guess"):
             word = word[5:].lstrip(" :=").strip()
         if len(word) != 5 or not (word.isascii() and word.isalpha()):
             shown = word if len(word) <= 40 else word[:37] + "..."
@@ -292,9 +321,10 @@ class WordleEnv(TextEnv):
         marks = feedback(word, self._answer)
         self._guesses.append((word, marks))
         self._guessed.add(word)
+        self._board = None
         new_greens = 0
         counts: dict[str, int] = {}
-        for i, (letter, mark) in enumerate(zip(word, marks)):
+        for i, (letter, mark) in enumerate(zip(word, marks, strict=True)):
             if mark == GREY:
                 continue
             counts[letter] = counts.get(letter, 0) + 1
@@ -302,7 +332,7 @@ class WordleEnv(TextEnv):
             if mark == GREEN and self._greens[i] is None:
                 self._greens[i] = letter
                 new_greens += 1
-        for letter, mark in zip(word, marks):
+        for letter, mark in zip(word, marks, strict=True):
             if mark == GREY and letter not in counts:
                 self._absent.add(letter)
         for letter, n in counts.items():
@@ -341,17 +371,19 @@ class WordleEnv(TextEnv):
                     mask &= index.bits[(i, letter)]
             for letter, n in self._min_counts.items():
                 mask &= index.bits.get((letter, n), 0)
-            cache = self._sample_cache = (len(self._guesses), _set_bits(mask))
-        if not cache[1]:  # cannot happen while the episode runs (the answer is always valid)
+            cache = self._sample_cache = (len(self._guesses), mask)
+        count = cache[1].bit_count()
+        if not count:  # cannot happen while the episode runs (the answer is always valid)
             return rng.choice(words)
-        return words[rng.choice(cache[1])]
+        return words[_nth_set_bit(cache[1], rng.randrange(count), len(words))]
 
     def progress(self) -> float:
         return sum(1 for g in self._greens if g) / 5
 
 
 def _explain(word: str, marks: str) -> str:
-    """One line that spells out the marks, e.g. ``C is right (1st); R is elsewhere; A, N are absent.``"""
+    """The marks in words, e.g. ``C (1st), E (5th) in the right spot; R in the word but elsewhere; A, N not in
+    the word.``"""
     right = [f"{word[i].upper()} ({_ORDINALS[i]})" for i in range(5) if marks[i] == GREEN]
     elsewhere = [word[i].upper() for i in range(5) if marks[i] == YELLOW]
     marked = {word[i] for i in range(5) if marks[i] != GREY}

@@ -1,0 +1,61 @@
+"""The ``envgym`` command line.
+
+Subcommands: ``list``, ``info``, ``play``, ``check``, ``run`` and ``run-all``. Results go to
+stdout (``--json`` for machines), progress and messages to stderr. Exit codes: 0 ok, 1 failed
+(a check or a run failed), 2 usage error (bad flag, unknown id, bad environment argument).
+
+Entry point: ``envgym = "envgym.cli:main"``; ``python -m envgym.cli`` works too.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from envgym.cli._catalog import info_command, list_command
+from envgym.cli._check import check_command
+from envgym.cli._play import play_command
+from envgym.cli._run import run_all_command, run_command
+
+__all__ = ["app", "main"]
+
+app = typer.Typer(
+    name="envgym",
+    help="Gymnasium and PettingZoo text environments for LLM agents.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        from envgym import __version__  # noqa: PLC0415
+
+        typer.echo(f"envgym {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Gymnasium and PettingZoo text environments for LLM agents."""
+
+
+app.command("list")(list_command)
+app.command("info")(info_command)
+app.command("play")(play_command)
+app.command("check")(check_command)
+app.command("run")(run_command)
+app.command("run-all")(run_all_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,5 @@
+"""``python -m envgym.cli``."""
+
+from envgym.cli import main
+
+main()

@@ -1,0 +1,232 @@
+"""Helpers shared by the ``envgym`` subcommands: consoles, errors, ids and ``--kwargs`` parsing.
+
+Conventions (see STYLE.md): results go to stdout (``--json`` prints one JSON document there),
+progress and messages to stderr; exit codes are 0 (ok), 1 (failed) and 2 (usage error).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from envgym.errors import UnknownEnvError, suggest
+
+__all__ = [
+    "EXIT_OK",
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "KIND_LABELS",
+    "out_console",
+    "err_console",
+    "fail",
+    "echo_json",
+    "parse_kwargs",
+    "specs_for",
+    "select_spec",
+    "resolve_kind",
+    "progress_bar",
+    "fmt_float",
+    "jsonable",
+    "handle_errors",
+]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+#: CLI names of the registry kinds (``EnvSpec.kind`` -> label shown to people).
+KIND_LABELS: dict[str, str] = {"gymnasium": "single", "aec": "aec", "parallel": "parallel"}
+_KIND_BY_LABEL = {label: kind for kind, label in KIND_LABELS.items()}
+
+_KWARG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def out_console() -> Console:
+    """Console for results (stdout). Piped output is not cut at 80 columns."""
+    console = Console(highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 200
+    return console
+
+
+def err_console() -> Console:
+    """Console for progress, logs and errors (stderr)."""
+    console = Console(stderr=True, highlight=False)
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console.width = 200
+    return console
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> NoReturn:
+    """Print ``error: message`` on stderr and exit with ``code``."""
+    err_console().print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` made JSON-serialisable (tuples become lists, unknown objects their repr)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    return repr(value)
+
+
+def echo_json(document: Any) -> None:
+    """Write one JSON document to stdout (no rich formatting, so it always parses)."""
+    sys.stdout.write(json.dumps(jsonable(document), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def parse_kwargs(items: Sequence[str] | None) -> dict[str, Any]:
+    """Parse ``key=value`` strings: values are JSON when they parse (``6``, ``true``, ``[1, 2]``,
+    ``{"a": 1}``, ``null``), else plain strings (``difficulty=hard``).
+
+    Raises:
+        typer.BadParameter: an item without ``=``, a key that is not an identifier, or a key twice.
+    """
+    kwargs: dict[str, Any] = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise typer.BadParameter(
+                f"expected key=value (for example size=6 or slippery=true), got {item!r}.", param_hint="--kwargs"
+            )
+        if not _KWARG_KEY.match(key):
+            raise typer.BadParameter(
+                f"the key of {item!r} must be a Python identifier such as max_turns, got {key!r}.",
+                param_hint="--kwargs",
+            )
+        if key in kwargs:
+            raise typer.BadParameter(f"{key!r} is given twice; pass each key once.", param_hint="--kwargs")
+        try:
+            value = json.loads(raw)
+        except ValueError:
+            value = raw
+        kwargs[key] = value
+    return kwargs
+
+
+def resolve_kind(label: str | None) -> str | None:
+    """Registry kind for a ``--kind`` label (``single``, ``aec``, ``parallel``); exits 2 when unknown."""
+    if label is None:
+        return None
+    kind = _KIND_BY_LABEL.get(label.lower()) or (label if label in KIND_LABELS else None)
+    if kind is None:
+        options = sorted(_KIND_BY_LABEL)
+        fail(f"--kind must be one of {', '.join(options)}, got {label!r}.{suggest(label, options)}", EXIT_USAGE)
+    return kind
+
+
+def specs_for(env_id: str) -> list[Any]:
+    """Every registration of ``env_id`` (an id may be both single-agent and multi-agent).
+
+    Exits with code 2 and a "did you mean" message when the id is unknown.
+    """
+    from envgym.registration import list_envs, spec  # noqa: PLC0415
+
+    found = [s for s in list_envs() if s.id == env_id]
+    if not found:
+        try:
+            spec(env_id)  # raises UnknownEnvError with the suggestion
+        except UnknownEnvError as err:
+            fail(str(err), EXIT_USAGE)
+        fail(f"unknown environment id {env_id!r}. Run `envgym list` to see every id.", EXIT_USAGE)
+    order = {"gymnasium": 0, "aec": 1, "parallel": 2}
+    return sorted(found, key=lambda s: order.get(s.kind, 3))
+
+
+def select_spec(env_id: str, kind: str | None, *, allowed: Iterable[str] | None = None) -> Any:
+    """The one registration of ``env_id`` to act on.
+
+    ``kind`` (a registry kind) picks among registrations; without it the single-agent one wins
+    and a note on stderr names the other kinds. ``allowed`` restricts the kinds a command handles.
+    """
+    specs = specs_for(env_id)
+    allowed_set = set(allowed) if allowed is not None else None
+    if kind is not None:
+        chosen = [s for s in specs if s.kind == kind]
+        if not chosen:
+            have = ", ".join(KIND_LABELS[s.kind] for s in specs)
+            fail(f"{env_id!r} is not registered as {KIND_LABELS[kind]!r}; it is registered as: {have}.", EXIT_USAGE)
+        spec = chosen[0]
+    else:
+        candidates = [s for s in specs if allowed_set is None or s.kind in allowed_set] or specs
+        spec = candidates[0]
+        others = [KIND_LABELS[s.kind] for s in specs if s is not spec]
+        if others:
+            err_console().print(
+                f"note: {env_id} is also registered as {', '.join(others)}; pass --kind to choose.", soft_wrap=True
+            )
+    if allowed_set is not None and spec.kind not in allowed_set:
+        labels = ", ".join(KIND_LABELS[k] for k in sorted(allowed_set))
+        fail(
+            f"{env_id!r} is a {KIND_LABELS[spec.kind]} (multi-agent) environment; this command handles {labels} "
+            "environments only.",
+            EXIT_USAGE,
+        )
+    return spec
+
+
+def progress_bar(console: Console | None = None) -> Progress:
+    """A rich progress bar on stderr, disabled (silent) when stderr is not a terminal."""
+    console = console or err_console()
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
+
+
+def fmt_float(value: float | None, digits: int = 3) -> str:
+    """A float for a table cell (``-`` for missing values)."""
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}"
+
+
+def handle_errors(func: Any) -> Any:
+    """Decorate a command so that envgym's errors become one clean line and the right exit code.
+
+    Usage errors (bad ``--kwargs`` or ``--agent``, unknown ids, bad environment arguments) exit 2;
+    any other :class:`envgym.errors.EnvgymError` exits 1. Other exceptions keep their traceback.
+    """
+    import functools  # noqa: PLC0415
+    import inspect  # noqa: PLC0415
+
+    from envgym.errors import EnvgymError, InvalidKwargsError  # noqa: PLC0415
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except typer.BadParameter as err:
+            fail(err.format_message(), EXIT_USAGE)
+        except (UnknownEnvError, InvalidKwargsError) as err:
+            fail(str(err), EXIT_USAGE)
+        except EnvgymError as err:
+            fail(str(err), EXIT_FAILED)
+
+    wrapper.__doc__ = inspect.cleandoc(func.__doc__ or "")  # Typer shows the docstring as given
+    return wrapper

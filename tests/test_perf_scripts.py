@@ -1,0 +1,183 @@
+"""Smoke tests of the performance scripts in benchmarks/perf (tiny settings, no timing asserts).
+
+Each script runs in a fresh interpreter, as a user runs it; the tests check that the output
+parses and that the numbers hang together (counts, the heavy-module list), never how fast.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PERF = ROOT / "benchmarks" / "perf"
+TESTS = Path(__file__).resolve().parent
+
+sys.path.insert(0, str(TESTS))
+import cli_toy_envs as toys  # noqa: E402
+
+# Runs a script as __main__ after registering the toy ids of cli_toy_envs in that interpreter.
+_WITH_TOYS = (
+    "import runpy, sys; sys.path.insert(0, {tests!r}); import cli_toy_envs; cli_toy_envs.register_toys(); "
+    "sys.argv = [{script!r}, *{args!r}]; runpy.run_path({script!r}, run_name='__main__')"
+)
+
+
+def run_script(name: str, *args: str, toys_registered: bool = False, timeout: float = 240) -> Any:
+    script = str(PERF / name)
+    if toys_registered:
+        command = [sys.executable, "-c", _WITH_TOYS.format(tests=str(TESTS), script=script, args=list(args))]
+    else:
+        command = [sys.executable, script, *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
+
+
+def load_script(name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(f"perf_{name[:-3]}", PERF / name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------- envs.py
+def test_envs_json_on_toy_ids() -> None:
+    proc = run_script(
+        "envs.py", "--ids", toys.LINE_ID, toys.NIM_ID, "--steps", "300", "--resets", "5", "--json", toys_registered=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["steps"] == 300 and report["resets"] == 5
+    rows = {(r["id"], r["kind"]): r for r in report["results"]}
+    assert set(rows) == {(toys.LINE_ID, "single"), (toys.NIM_ID, "aec")}
+    line, nim = rows[(toys.LINE_ID, "single")], rows[(toys.NIM_ID, "aec")]
+    for row in (line, nim):
+        assert row["error"] is None
+        assert row["steps"] == 300 and row["steps_per_s"] > 0 and row["reset_ms_mean"] > 0
+        assert row["us_per_step"] == pytest.approx(1e6 / row["steps_per_s"])
+    # The toy line env's sample_action only proposes admissible moves: no invalid steps, and a
+    # 20-turn limit means at least 300 / 20 episodes.
+    assert line["invalid_steps"] == 0 and line["action_source"] == "sample_action"
+    assert line["episodes"] >= 300 // 20
+    # Nim: each game has at most 9 moves.
+    assert nim["episodes"] >= 300 // 9
+
+
+def test_envs_table_and_bad_id() -> None:
+    proc = run_script("envs.py", "--ids", toys.LINE_ID, "--steps", "50", "--resets", "2", toys_registered=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "steps/s" in proc.stdout and toys.LINE_ID in proc.stdout
+    proc = run_script("envs.py", "--ids", "clitoy/Lne-v0", "--steps", "5", toys_registered=True)
+    assert proc.returncode == 2
+    assert "Did you mean 'clitoy/Line-v0'?" in proc.stderr
+    proc = run_script("envs.py", "--steps", "0")
+    assert proc.returncode == 2
+
+
+def test_envs_reports_a_broken_env_as_a_row() -> None:
+    module = load_script("envs.py")
+    toys.register_toys()
+    try:
+        from envgym.registration import EnvSpec, register
+
+        spec = EnvSpec(id="clitoy/Missing-v0", entry_point="cli_toy_envs:NoSuchEnv", family="clitoy")
+        register(spec)
+        report = module.run(["clitoy/Missing-v0", toys.LINE_ID], resets=2, steps=20, seed=0, variants=True, multi=True)
+    finally:
+        from envgym import registration
+
+        registration._single.pop("clitoy/Missing-v0", None)
+        import gymnasium
+
+        gymnasium.registry.pop("clitoy/Missing-v0", None)
+        toys.unregister_toys()
+    missing, line = report["results"]
+    assert "NoSuchEnv" in missing["error"]
+    assert line["error"] is None and line["steps"] == 20
+
+
+# ---------------------------------------------------------------- import_time.py
+def test_import_time_json() -> None:
+    proc = run_script("import_time.py", "--runs", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    for part in ("bare_import", "importtime", "first_use", "heavy_modules"):
+        assert "error" not in report[part], report[part]
+    bare = report["bare_import"]
+    assert bare["import_envgym_ms"] == pytest.approx(bare["with_import_ms"] - bare["baseline_ms"])
+    assert report["importtime"]["envgym_cumulative_ms"] > 0
+    assert report["importtime"]["modules_in_envgym_subtrees"] >= 2
+    first = report["first_use"]
+    assert first["make_id"] == "envgym/Sokoban-v0"
+    assert first["envgym_first_use_ms"] == pytest.approx(first["register_envs_ms"] + first["make_ms"])
+    heavy = report["heavy_modules"]
+    assert set(heavy["checked"]) == {"torch", "playwright", "docker", "ray", "transformers"}
+    # The promise of the package: nothing heavy is imported, before or after the first make.
+    assert heavy["after_import"] == [] and heavy["after_make"] == []
+    assert heavy["modules_after_make"] > heavy["modules_after_import"]
+
+
+def test_import_time_tree_parsing() -> None:
+    module = load_script("import_time.py")
+    stderr = "\n".join(
+        [
+            "import time: self [us] | cumulative | imported package",
+            "import time:        10 |         10 |   _io",
+            "import time:       100 |        100 |       warnings",
+            "import time:        50 |         50 |         envgym._autoregister",
+            "import time:       200 |        350 |       envgym",
+            "import time:        20 |        370 |     envgym._autoregister",
+            "import time:         5 |        380 |   other",
+            "import time:        30 |        420 | site",
+            "import time:         7 |          7 | envgym.extra",
+            "not an importtime line",
+        ]
+    )
+    rows = module.parse_importtime(stderr)
+    assert rows[0] == (10, 10, 1, "_io") and rows[-1] == (7, 7, 0, "envgym.extra")
+    total, inside, site_us = module.envgym_subtrees(rows)
+    # Top-most envgym entries: envgym._autoregister (370) under site, and envgym.extra (7).
+    assert total == 377
+    assert site_us == 420
+    assert {name for name, _ in inside} == {"envgym._autoregister", "envgym", "warnings", "envgym.extra"}
+
+
+# ---------------------------------------------------------------- compare_gem_textarena.py
+def test_compare_json_tiny() -> None:
+    proc = run_script(
+        "compare_gem_textarena.py", "--games", "Sokoban", "FrozenLake", "--steps", "40", "--resets", "2", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [g["game"] for g in report["results"]] == ["Sokoban", "FrozenLake"]
+    sokoban = {r["library"]: r for r in report["results"][0]["rows"]}
+    assert sokoban["envgym"]["error"] is None and sokoban["envgym"]["kwargs"] == {"size": 6, "boxes": 2}
+    assert sokoban["envgym"]["steps_per_s"] > 0
+    # Every library is either measured or reported as skipped with the pip command.
+    for library in ("gem", "textarena"):
+        if library in report["skipped"]:
+            assert "pip install" in report["skipped"][library]
+            assert library not in sokoban
+        else:
+            row = sokoban[library]
+            assert row["error"] is None, row
+            assert row["step_ratio_envgym_over_other"] == pytest.approx(sokoban["envgym"]["step_us"] / row["step_us"])
+            assert row["reset_ratio_envgym_over_other"] == pytest.approx(
+                sokoban["envgym"]["reset_ms"] / row["reset_ms"]
+            )
+
+
+def test_compare_only_envgym_table_and_bad_game() -> None:
+    proc = run_script(
+        "compare_gem_textarena.py", "--games", "sokoban", "--libraries", "envgym", "--steps", "20", "--resets", "1"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "envgym/Sokoban-v0" in proc.stdout and "game:Sokoban" not in proc.stdout
+    proc = run_script("compare_gem_textarena.py", "--games", "Sokobam")
+    assert proc.returncode == 2 and "unknown game" in proc.stderr
