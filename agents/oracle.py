@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 
-from envgym.errors import EnvgymError
+from envgym.errors import NotAvailableError
 from envgym.registration import spec
 from envgym.rollout import Policy, PolicyAgent
 
@@ -23,7 +23,7 @@ def load_solver(env_id: str) -> type[Policy]:
     try:
         module = importlib.import_module(f"envgym.agents.solvers.{name}")
     except ModuleNotFoundError as err:
-        raise EnvgymError(f"no oracle solver for {env_id!r} (looked for envgym.agents.solvers.{name}).") from err
+        raise NotAvailableError(f"no oracle solver for {env_id!r} (looked for envgym.agents.solvers.{name}).") from err
     return module.Solver
 
 

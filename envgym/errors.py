@@ -17,6 +17,7 @@ __all__ = [
     "ResetNeededError",
     "EnvContractError",
     "MissingDependencyError",
+    "NotAvailableError",
     "ConfigError",
     "suggest",
 ]
@@ -68,7 +69,12 @@ class EnvContractError(EnvgymError, AssertionError):
     """An environment broke the envgym contract (raised by ``envgym.testing`` checkers)."""
 
 
-class MissingDependencyError(EnvgymError, ImportError):
+class NotAvailableError(EnvgymError):
+    """Something is not available on this installation (an optional extra, a solver for an
+    environment); callers that sweep many environments report it as skipped, not failed."""
+
+
+class MissingDependencyError(NotAvailableError, ImportError):
     """An optional dependency is not installed; the message names the exact install command."""
 
     def __init__(self, package: str, extra: str, purpose: str) -> None:

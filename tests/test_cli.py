@@ -419,19 +419,36 @@ def test_run_all_json() -> None:
     assert {r["agent"] for r in with_variants["results"]} == {"random"}
 
 
-def test_run_all_table_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_run_all_table_skips_and_errors(monkeypatch: pytest.MonkeyPatch) -> None:
     result = invoke("run-all", "--family", "clitoy", "-n", "2")
     assert result.exit_code == 0, result.stderr
-    assert "4 run(s), 0 error(s)" in result.stdout
+    assert "4 run(s), 0 error(s), 0 skipped" in result.stdout
+    # No solver for the env: the oracle rows are skipped with the reason, and the run still passes.
     monkeypatch.setitem(sys.modules, toys.SOLVER_MODULE, None)  # type: ignore[arg-type]
     result = invoke("run-all", "--family", "clitoy", "-n", "2", "--json")
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert (doc["errors"], doc["skipped"]) == (0, 2)
+    skipped = [r for r in doc["results"] if r.get("skipped")]
+    assert {r["env_id"] for r in skipped} == {toys.LINE_ID, toys.SEEDLESS_ID}
+    assert all("no oracle solver" in r["skipped"] and r["agent"] == "oracle" for r in skipped)
+    # An env that crashes is an error row; the others still run and the exit code is 1.
+    import envgym.cli._run as run_module
+
+    real_run_one = run_module.run_one
+
+    def flaky(env_id: str, *args: object, **kwargs: object) -> object:
+        if env_id == toys.SEEDLESS_ID:
+            raise RuntimeError("boom")
+        return real_run_one(env_id, *args, **kwargs)
+
+    monkeypatch.setattr(run_module, "run_one", flaky)
+    result = invoke("run-all", "--family", "clitoy", "-n", "2", "--json", "--agent", "random")
     assert result.exit_code == 1
     doc = json.loads(result.stdout)
-    assert doc["errors"] == 2
-    failed = {r["env_id"] for r in doc["results"] if r["error"]}
-    assert failed == {toys.LINE_ID, toys.SEEDLESS_ID}
-    assert all("no oracle solver" in r["error"] for r in doc["results"] if r["error"])
-    assert all(r["agent"] == "oracle" for r in doc["results"] if r["error"])
+    assert doc["errors"] == 1
+    assert [r["env_id"] for r in doc["results"] if r["error"]] == [toys.SEEDLESS_ID]
+    assert [r["episodes"] for r in doc["results"] if not r["error"]] == [2]
     result = invoke("run-all", "--agent", "nobody")
     assert result.exit_code == 2 and "Known agents" in result.stderr
 

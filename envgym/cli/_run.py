@@ -27,7 +27,7 @@ from envgym.cli._common import (
     select_spec,
 )
 from envgym.cli.agents import known_agent_specs, parse_agent_spec
-from envgym.errors import EnvgymError, suggest
+from envgym.errors import EnvgymError, NotAvailableError, suggest
 
 __all__ = ["run_command", "run_all_command", "summarize", "run_one"]
 
@@ -243,6 +243,11 @@ def _run_all(
                         on_episode_end=advance,
                     )
                     summary["error"] = None
+                except NotAvailableError as err:  # no solver, extra not installed: skipped, not failed
+                    summary = {"env_id": spec.id, "agent": agent_spec, "seed": seed, "episodes": 0}
+                    summary["error"] = None
+                    summary["skipped"] = str(err)
+                    progress.advance(task, episodes - finished)
                 except Exception as err:  # noqa: BLE001 - one env's failure is a row, the others still run
                     summary = {"env_id": spec.id, "agent": agent_spec, "seed": seed, "episodes": 0}
                     summary["error"] = f"{type(err).__name__}: {err}"
@@ -253,9 +258,10 @@ def _run_all(
                 rows.append(summary)
     wall = time.perf_counter() - started
     errors = [r for r in rows if r.get("error")]
+    skipped = [r for r in rows if r.get("skipped")]
     if as_json:
         echo_json({"episodes_per_env": episodes, "seed": seed, "agents": list(agents), "wall_time_s": round(wall, 3),
-                   "errors": len(errors), "results": rows})
+                   "errors": len(errors), "skipped": len(skipped), "results": rows})
     else:
         table = Table(title=f"envgym run-all ({episodes} episodes per env and agent, seed {seed})",
                       title_justify="left", title_style="bold")
@@ -267,11 +273,12 @@ def _run_all(
         table.add_column("turns", justify="right")
         table.add_column("invalid/ep", justify="right")
         table.add_column("wall s", justify="right")
-        table.add_column("error", overflow="fold")
+        if errors or skipped:
+            table.add_column("note", overflow="fold")
         for r in rows:
-            if r.get("error"):
-                error = Text(r["error"][:200], style="red")
-                table.add_row(r["env_id"], r["agent"], "0", "-", "-", "-", "-", "-", error)
+            if r.get("error") or r.get("skipped"):
+                note = Text(r["error"][:200], style="red") if r.get("error") else Text(r["skipped"][:200], style="yellow")
+                table.add_row(r["env_id"], r["agent"], "0", "-", "-", "-", "-", "-", note)
                 continue
             table.add_row(
                 r["env_id"],
@@ -282,11 +289,11 @@ def _run_all(
                 fmt_float(r["mean_turns"], 1),
                 fmt_float(r["invalid_per_episode"], 2),
                 f"{r['wall_time_s']:.2f}",
-                "",
+                *([""] if errors or skipped else []),
             )
         out = out_console()
         out.print(table)
-        out.print(f"{len(rows)} run(s), {len(errors)} error(s), {wall:.1f} s.")
+        out.print(f"{len(rows)} run(s), {len(errors)} error(s), {len(skipped)} skipped, {wall:.1f} s.")
     if errors:
         raise typer.Exit(EXIT_FAILED)
 
@@ -307,7 +314,8 @@ def run_all_command(
 ) -> None:
     """Run the oracle and random agents over every single-agent environment: one summary table.
 
-    Exits 1 when any run failed (for instance an environment without an oracle solver).
+    Exits 1 when any run failed. An environment without an oracle solver, or whose optional extra
+    is not installed, is reported as skipped.
     """
     _run_all(
         agents=list(agent) if agent else list(DEFAULT_ALL_AGENTS),
