@@ -65,7 +65,7 @@ INFO_KEYS: tuple[str, ...] = (
 SPLITS: tuple[str, ...] = ("train", "test")
 
 
-class TerminationReason(str, enum.Enum):
+class TerminationReason(enum.StrEnum):
     """Why an episode ended. Stored as its string value in ``info`` and in trajectories."""
 
     SUCCESS = "success"

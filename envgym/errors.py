@@ -13,6 +13,7 @@ from collections.abc import Iterable
 __all__ = [
     "EnvgymError",
     "UnknownEnvError",
+    "UnknownAgentError",
     "InvalidKwargsError",
     "ResetNeededError",
     "EnvContractError",
@@ -52,6 +53,13 @@ class EnvgymError(Exception):
 
 class UnknownEnvError(EnvgymError, KeyError):
     """An environment id that no registry knows."""
+
+    def __str__(self) -> str:  # KeyError would wrap the message in quotes
+        return str(self.args[0]) if self.args else ""
+
+
+class UnknownAgentError(EnvgymError, KeyError):
+    """An agent name a multi-agent environment does not know."""
 
     def __str__(self) -> str:  # KeyError would wrap the message in quotes
         return str(self.args[0]) if self.args else ""

@@ -50,7 +50,7 @@ from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
 from envgym.core import InvalidAction, Task, TerminationReason, extract_action
-from envgym.errors import EnvgymError, InvalidKwargsError, ResetNeededError, suggest
+from envgym.errors import InvalidKwargsError, ResetNeededError, UnknownAgentError, suggest
 from envgym.spaces import MAX_TEXT_LENGTH, Text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -168,13 +168,6 @@ class TextSpaces:
             return self.action_spaces[agent]
         except KeyError:
             raise _unknown_agent(agent, self.action_spaces) from None
-
-
-class UnknownAgentError(EnvgymError, KeyError):
-    """An agent name the environment does not know."""
-
-    def __str__(self) -> str:  # KeyError would wrap the message in quotes
-        return str(self.args[0]) if self.args else ""
 
 
 def _unknown_agent(agent: Any, known: Iterable[str]) -> UnknownAgentError:
@@ -762,7 +755,7 @@ def check_aec_env(
         for i, (x, y) in enumerate(zip(a, b)):
             if repr(x) != repr(y):
                 raise _fail("determinism", f"{env_id} seed={seed}: step {i} differs:\n{x!r:.400}\n{y!r:.400}")
-        for i, (agent, obs, reward, term, trunc, info, action) in enumerate(a[:-1]):
+        for i, (agent, obs, reward, term, trunc, info, _action) in enumerate(a[:-1]):
             where = f"{env_id} seed={seed} step {i} agent={agent}"
             _check_agent_step(env, agent, obs, reward, term, trunc, info, where)
             report.steps += 1

@@ -135,7 +135,7 @@ def _register_families(modules: Iterable[tuple[str, str]]) -> None:
     for family, module_name in modules:
         try:
             module = importlib.import_module(module_name)
-            for env_spec in getattr(module, "SPECS"):
+            for env_spec in module.SPECS:
                 register(env_spec)
         except Exception as err:  # noqa: BLE001 - one broken family must not hide the others
             warnings.warn(f"envgym: could not register family {family!r} from {module_name}: {err!r}", stacklevel=3)

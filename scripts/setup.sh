@@ -8,5 +8,7 @@ EXTRAS="${ENVGYM_EXTRAS:-test}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet --upgrade pip >/dev/null
-.venv/bin/python -m pip install --quiet -e ".[${EXTRAS}]"
+# Some machines configure extra local package indexes; pip warns about each missing folder there.
+quiet_pip() { .venv/bin/python -m pip "$@" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }; }
+quiet_pip install --quiet --upgrade pip
+quiet_pip install --quiet -e ".[${EXTRAS}]"
