@@ -34,7 +34,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 
-from envgym.errors import InvalidKwargsError, ResetNeededError, suggest
+from envgym.errors import InvalidKwargsError, ResetNeededError, check_choice, suggest
 from envgym.spaces import MAX_TEXT_LENGTH, Text
 
 __all__ = [
@@ -46,6 +46,7 @@ __all__ = [
     "TextEnv",
     "Transition",
     "extract_action",
+    "check_init_kwargs",
     "SPLITS",
 ]
 
@@ -197,6 +198,46 @@ def _default_rubric(weights: Mapping[str, float] | None) -> Rubric:
     return lambda components, context: math.fsum(frozen.get(k, 1.0) * v for k, v in components.items())
 
 
+def check_init_kwargs(cls: type, base: type) -> None:
+    """Make ``cls(**kwargs)`` reject unknown keyword arguments with a "did you mean" error.
+
+    Called from ``__init_subclass__`` of :class:`TextEnv` and of the multi-agent base: the valid
+    names are the keyword parameters of every ``__init__`` from ``cls`` up to ``base`` (so a
+    subclass that forwards ``**kwargs`` to ``super().__init__`` still gets a precise message
+    instead of a ``TypeError`` from deep inside). The kwargs of the outermost call are kept in
+    ``self._init_kwargs`` so checkers can build a twin of the environment.
+    """
+    params: set[str] = set()
+    for klass in cls.__mro__:
+        klass_init = klass.__dict__.get("__init__")
+        if klass_init is None or klass is object:
+            continue
+        for p in inspect.signature(klass_init).parameters.values():
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
+                params.add(p.name)
+        if klass is base:
+            break
+    allowed = frozenset(params)
+    cls._init_params = allowed  # type: ignore[attr-defined]
+    init = cls.__dict__.get("__init__")
+    if init is None:
+        return
+
+    @functools.wraps(init)
+    def checked_init(self: Any, *args: Any, **kw: Any) -> None:
+        if type(self) is cls:
+            unknown = sorted(set(kw) - allowed)
+            if unknown:
+                raise InvalidKwargsError(
+                    f"{cls.__name__} got unknown keyword argument(s) {', '.join(map(repr, unknown))}."
+                    f"{suggest(unknown[0], allowed)} Valid arguments: {', '.join(sorted(allowed))}."
+                )
+            self._init_kwargs = dict(kw)
+        init(self, *args, **kw)
+
+    cls.__init__ = checked_init  # type: ignore[misc]
+
+
 class TextEnv(gym.Env[str, str]):
     """Base class of single-agent text environments (see the module docstring).
 
@@ -231,34 +272,7 @@ class TextEnv(gym.Env[str, str]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        init = cls.__dict__.get("__init__")
-        params: set[str] = set()
-        for klass in cls.__mro__:
-            klass_init = klass.__dict__.get("__init__")
-            if klass_init is None or klass is object:
-                continue
-            for p in inspect.signature(klass_init).parameters.values():
-                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
-                    params.add(p.name)
-            if klass is TextEnv:
-                break
-        cls._init_params = frozenset(params)
-        if init is None:
-            return
-
-        @functools.wraps(init)
-        def checked_init(self: TextEnv, *args: Any, **kw: Any) -> None:
-            if type(self) is cls:
-                unknown = sorted(set(kw) - cls._init_params)
-                if unknown:
-                    valid = ", ".join(sorted(cls._init_params))
-                    raise InvalidKwargsError(
-                        f"{cls.__name__} got unknown keyword argument(s) {', '.join(map(repr, unknown))}."
-                        f"{suggest(unknown[0], cls._init_params)} Valid arguments: {valid}."
-                    )
-            init(self, *args, **kw)
-
-        cls.__init__ = checked_init  # type: ignore[method-assign]
+        check_init_kwargs(cls, TextEnv)
 
     def __init__(
         self,
@@ -278,10 +292,7 @@ class TextEnv(gym.Env[str, str]):
         for label, value in (("invalid_penalty", invalid_penalty), ("step_cost", step_cost)):
             if not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise InvalidKwargsError(f"{label} must be a finite number, got {value!r}.")
-        if split not in self.splits:
-            raise InvalidKwargsError(
-                f"split must be one of {', '.join(map(repr, self.splits))}, got {split!r}.{suggest(split, self.splits)}"
-            )
+        check_choice("split", split, self.splits)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise InvalidKwargsError(
                 f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}."

@@ -21,6 +21,7 @@ __all__ = [
     "NotAvailableError",
     "ConfigError",
     "suggest",
+    "check_choice",
 ]
 
 
@@ -96,3 +97,14 @@ class MissingDependencyError(NotAvailableError, ImportError):
 
 class ConfigError(EnvgymError, ValueError):
     """A configuration file or value is malformed."""
+
+
+def check_choice(name: str, value: object, options: Iterable[str]) -> str:
+    """Return ``value`` if it is one of ``options``, else raise :class:`InvalidKwargsError` naming
+    the valid options and the closest one (``check_choice("difficulty", level, DIFFICULTIES)``)."""
+    names = [str(option) for option in options]
+    if isinstance(value, str) and value in names:
+        return value
+    raise InvalidKwargsError(
+        f"{name} must be one of {', '.join(map(repr, names))}, got {value!r}.{suggest(str(value), names)}"
+    )

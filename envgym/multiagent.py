@@ -36,7 +36,6 @@ Conventions of :class:`TextAECEnv` (documented once here, referenced by the env 
 from __future__ import annotations
 
 import contextlib
-import functools
 import inspect
 import io
 import math
@@ -49,7 +48,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from gymnasium.utils import seeding
 from pettingzoo import AECEnv
 
-from envgym.core import InvalidAction, Task, TerminationReason, extract_action
+from envgym.core import InvalidAction, Task, TerminationReason, check_init_kwargs, extract_action
 from envgym.errors import InvalidKwargsError, ResetNeededError, UnknownAgentError, suggest
 from envgym.spaces import MAX_TEXT_LENGTH, Text
 
@@ -233,35 +232,7 @@ class TextAECEnv(TextSpaces, AECEnv[str, str, str]):
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        params: set[str] = set()
-        for klass in cls.__mro__:
-            klass_init = klass.__dict__.get("__init__")
-            if klass_init is None:
-                continue
-            for p in inspect.signature(klass_init).parameters.values():
-                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
-                    params.add(p.name)
-            if klass is TextAECEnv:
-                break
-        cls._init_params = frozenset(params)
-        init = cls.__dict__.get("__init__")
-        if init is None:
-            return
-
-        @functools.wraps(init)
-        def checked_init(self: TextAECEnv, *args: Any, **kw: Any) -> None:
-            if type(self) is cls:
-                unknown = sorted(set(kw) - cls._init_params)
-                if unknown:
-                    valid = ", ".join(sorted(cls._init_params))
-                    raise InvalidKwargsError(
-                        f"{cls.__name__} got unknown keyword argument(s) {', '.join(map(repr, unknown))}."
-                        f"{suggest(unknown[0], cls._init_params)} Valid arguments: {valid}."
-                    )
-                self._init_kwargs = dict(kw)
-            init(self, *args, **kw)
-
-        cls.__init__ = checked_init  # type: ignore[method-assign]
+        check_init_kwargs(cls, TextAECEnv)
 
     def __init__(
         self,

@@ -14,7 +14,7 @@ import re
 from typing import Any, ClassVar
 
 from envgym import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import InvalidKwargsError, suggest
+from envgym.errors import check_choice, InvalidKwargsError
 from envgym.multiagent import Played, TextAECEnv
 
 __all__ = [
@@ -288,11 +288,7 @@ class ConnectFourEnv(TextEnv):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if difficulty not in DIFFICULTIES:
-            raise InvalidKwargsError(
-                f"difficulty must be one of {', '.join(map(repr, DIFFICULTIES))}, got {difficulty!r}."
-                f"{suggest(str(difficulty), DIFFICULTIES)}"
-            )
+        check_choice("difficulty", difficulty, DIFFICULTIES)
         if agent_first not in (True, False, None):
             raise InvalidKwargsError(f"agent_first must be True, False or None (coin flip), got {agent_first!r}.")
         if opponent_depth is not None and (

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import ConfigError, InvalidKwargsError, suggest
+from envgym.errors import check_choice, ConfigError, InvalidKwargsError
 
 __all__ = ["DIFFICULTIES", "CountdownEnv", "ExpressionError", "Preset", "evaluate_expression", "random_expression"]
 
@@ -295,11 +295,7 @@ class CountdownEnv(TextEnv):
     default_max_turns: ClassVar[int] = 15
 
     def __init__(self, *, difficulty: str = "easy", max_attempts: int = 5, **kwargs: Any) -> None:
-        if difficulty not in DIFFICULTIES:
-            raise InvalidKwargsError(
-                f"difficulty must be one of {', '.join(map(repr, DIFFICULTIES))}, got {difficulty!r}."
-                f"{suggest(str(difficulty), DIFFICULTIES)}"
-            )
+        check_choice("difficulty", difficulty, DIFFICULTIES)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 50:
             raise InvalidKwargsError(f"max_attempts must be an integer from 1 to 50, got {max_attempts!r}.")
         super().__init__(**kwargs)

@@ -13,7 +13,7 @@ import random
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import ConfigError, InvalidKwargsError, suggest
+from envgym.errors import check_choice, ConfigError, InvalidKwargsError
 
 __all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "FrozenLakeEnv", "distances_to", "parse_lake"]
 
@@ -155,11 +155,7 @@ class FrozenLakeEnv(TextEnv):
         slippery: bool = False,
         **kwargs: Any,
     ) -> None:
-        if difficulty not in DIFFICULTIES:
-            raise InvalidKwargsError(
-                f"difficulty must be one of {', '.join(map(repr, DIFFICULTIES))}, got {difficulty!r}."
-                f"{suggest(str(difficulty), DIFFICULTIES)}"
-            )
+        check_choice("difficulty", difficulty, DIFFICULTIES)
         preset_size, preset_fraction = DIFFICULTIES[difficulty]
         lo, hi = SIZE_RANGE
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or not lo <= size <= hi):

@@ -10,7 +10,7 @@ from itertools import compress
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import InvalidKwargsError, suggest
+from envgym.errors import check_choice, InvalidKwargsError
 
 __all__ = ["DIFFICULTIES", "MinesweeperEnv", "logic_solvable", "neighbours", "solvable_from"]
 
@@ -270,11 +270,7 @@ class MinesweeperEnv(TextEnv):
         mines: int | None = None,
         **kwargs: Any,
     ) -> None:
-        if difficulty not in DIFFICULTIES:
-            raise InvalidKwargsError(
-                f"difficulty must be one of {', '.join(map(repr, DIFFICULTIES))}, got {difficulty!r}."
-                f"{suggest(str(difficulty), DIFFICULTIES)}"
-            )
+        check_choice("difficulty", difficulty, DIFFICULTIES)
         preset_rows, preset_cols, preset_mines = DIFFICULTIES[difficulty]
         for label, value in (("rows", rows), ("cols", cols)):
             if value is not None and (

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import ConfigError, InvalidKwargsError, suggest
+from envgym.errors import check_choice, ConfigError, InvalidKwargsError
 
 __all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "SokobanEnv", "dead_squares", "parse_level"]
 
@@ -216,11 +216,7 @@ class SokobanEnv(TextEnv):
         end_on_deadlock: bool = True,
         **kwargs: Any,
     ) -> None:
-        if difficulty not in DIFFICULTIES:
-            raise InvalidKwargsError(
-                f"difficulty must be one of {', '.join(map(repr, DIFFICULTIES))}, got {difficulty!r}."
-                f"{suggest(str(difficulty), DIFFICULTIES)}"
-            )
+        check_choice("difficulty", difficulty, DIFFICULTIES)
         preset_size, preset_boxes = DIFFICULTIES[difficulty]
         lo, hi = SIZE_RANGE
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or not lo <= size <= hi):

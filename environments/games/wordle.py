@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import ConfigError, InvalidKwargsError, suggest
+from envgym.errors import check_choice, ConfigError, InvalidKwargsError
 
 __all__ = ["DIFFICULTIES", "WordleEnv", "allowed_words", "answer_words", "feedback", "split_answers"]
 
@@ -189,11 +189,7 @@ class WordleEnv(TextEnv):
         hard_mode: bool | None = None,
         **kwargs: Any,
     ) -> None:
-        if difficulty not in DIFFICULTIES:
-            raise InvalidKwargsError(
-                f"difficulty must be one of {', '.join(map(repr, DIFFICULTIES))}, got {difficulty!r}."
-                f"{suggest(str(difficulty), DIFFICULTIES)}"
-            )
+        check_choice("difficulty", difficulty, DIFFICULTIES)
         preset_guesses, preset_hard = DIFFICULTIES[difficulty]
         if max_guesses is not None and (
             isinstance(max_guesses, bool) or not isinstance(max_guesses, int) or not 1 <= max_guesses <= 20

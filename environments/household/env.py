@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.environments.household import world as W
-from envgym.errors import InvalidKwargsError, suggest
+from envgym.errors import check_choice, InvalidKwargsError, suggest
 
 __all__ = ["HouseholdEnv"]
 
@@ -153,11 +153,7 @@ class HouseholdEnv(TextEnv):
             split=split,
             render_mode=render_mode,
         )
-        if difficulty not in W.DIFFICULTIES:
-            raise InvalidKwargsError(
-                f"difficulty must be one of {', '.join(map(repr, W.DIFFICULTIES))}, got {difficulty!r}."
-                f"{suggest(str(difficulty), W.DIFFICULTIES)}"
-            )
+        check_choice("difficulty", difficulty, W.DIFFICULTIES)
         try:
             self.task_type = W.resolve_task_type(task_type)
         except KeyError:
