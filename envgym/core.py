@@ -191,11 +191,26 @@ def _clip(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _default_rubric(weights: Mapping[str, float] | None) -> Rubric:
-    if weights is None:
-        return lambda components, context: math.fsum(components.values())
-    frozen = dict(weights)
-    return lambda components, context: math.fsum(frozen.get(k, 1.0) * v for k, v in components.items())
+class _WeightedComponents:
+    """The default rubric: the sum of the components, each times its weight (default 1).
+
+    A module-level class rather than a closure so environments pickle (worker pools send them
+    between processes).
+    """
+
+    __slots__ = ("weights",)
+
+    def __init__(self, weights: Mapping[str, float] | None) -> None:
+        self.weights = dict(weights) if weights else None
+
+    def __call__(self, components: Mapping[str, float], context: RewardContext) -> float:
+        if self.weights is None:
+            return math.fsum(components.values())
+        weights = self.weights
+        return math.fsum(weights.get(k, 1.0) * v for k, v in components.items())
+
+    def __repr__(self) -> str:
+        return f"WeightedComponents({self.weights or 'all 1.0'})"
 
 
 def check_init_kwargs(cls: type, base: type) -> None:
@@ -492,7 +507,7 @@ class TextEnv(gym.Env[str, str]):
 
     def _resolve_reward(self, reward: Mapping[str, float] | Rubric | None) -> Rubric:
         if reward is None:
-            return _default_rubric(None)
+            return _WeightedComponents(None)
         if callable(reward):
             # Rubrics of envgym.rewards check, before any episode runs, that they read only
             # components this environment emits and context fields it passes.
@@ -510,7 +525,7 @@ class TextEnv(gym.Env[str, str]):
                         )
                     if not math.isfinite(value):
                         raise InvalidKwargsError(f"reward weight for {key!r} must be a finite number, got {value!r}.")
-                return _default_rubric(reward)
+                return _WeightedComponents(reward)
             # A structured rubric spec (gate, product, ...) is built by the reward layer.
             from envgym.rewards import build_rubric  # noqa: PLC0415 - optional, heavier layer
 

@@ -13,6 +13,7 @@ value that broke it.
 from __future__ import annotations
 
 import math
+import pickle
 import random
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -274,7 +275,30 @@ def check_env(
             raise _fail("truncation", f"{env_id}: {limit + 1} invalid steps did not end the episode (max_turns={limit}).")
         report.passed("max_turns")
 
-    # 7. close twice.
+    # 7. pickling mid-episode (worker pools ship environments between processes): the copy
+    # continues exactly like the original. Envs that wrap an external engine opt out with
+    # metadata["picklable"] = False.
+    if env.unwrapped.metadata.get("picklable", True):
+        env.reset(seed=seeds[-1])
+        rng = random.Random(0)
+        sampler = getattr(env.unwrapped, "sample_action", None)
+        first = sampler(rng) if sampler is not None else "x"
+        env.step(first)
+        try:
+            clone = pickle.loads(pickle.dumps(env))
+        except Exception as err:
+            raise _fail(
+                "pickle",
+                f"{env_id}: the environment does not pickle mid-episode ({err!r}); keep state picklable "
+                "or set metadata['picklable'] = False.",
+            ) from err
+        action = sampler(random.Random(1)) if sampler is not None else "x"
+        if repr(clone.step(action)) != repr(env.step(action)):
+            raise _fail("pickle", f"{env_id}: a pickled copy stepped differently from the original.")
+        clone.close()
+        report.passed("pickle_roundtrip")
+
+    # 8. close twice.
     try:
         env.close()
         env.close()

@@ -22,6 +22,7 @@ def test_good_env_passes_every_check() -> None:
         "seeded_determinism",
         "bad_input_fuzz",
         "max_turns",
+        "pickle_roundtrip",
         "close_twice",
     ]
     assert report.steps > 0

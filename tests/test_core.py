@@ -229,3 +229,14 @@ def test_public_api_is_lazy_and_complete() -> None:
         assert getattr(envgym, name) is not None
     with pytest.raises(AttributeError):
         envgym.does_not_exist  # noqa: B018
+
+
+def test_environments_pickle_mid_episode() -> None:
+    import pickle
+
+    env = GuessEnv(reward={"invalid_action_reward": 3.0}, high=1000)
+    env.reset(seed=4)
+    env.step("bad")
+    clone = pickle.loads(pickle.dumps(env))
+    assert clone.secret == env.secret and clone.turn == 1
+    assert clone.step("bad")[1] == env.step("bad")[1] == pytest.approx(-0.3)

@@ -98,6 +98,8 @@ class TextWorldEnv(TextEnv):
     """
 
     name: ClassVar[str] = "textworld"
+    # The game runs in TextWorld's engine (a live interpreter), which cannot be pickled.
+    metadata: ClassVar[dict[str, Any]] = {**TextEnv.metadata, "picklable": False}
     reward_components: ClassVar[tuple[str, ...]] = (
         "success_reward",
         "progress_reward",
