@@ -265,7 +265,8 @@ class TextEnv(gym.Env[str, str]):
         step_cost: value of the ``step_cost_reward`` component on every step (use a negative number).
         reward: how components become the scalar reward: ``None`` (their sum), a mapping of
             component name to weight (unlisted components keep weight 1), or a rubric callable
-            ``(components, context) -> float`` such as those built by ``envgym.rewards``.
+            ``(components, context) -> float`` such as those built by ``envgym.rewards``, or a
+            rubric spec as YAML text (read by ``envgym.rewards.load_rubric``).
         split: task split, one of :data:`SPLITS` (``"train"`` or ``"test"``).
         render_mode: ``"ansi"`` (``render()`` returns the text) or ``"human"`` (prints it).
     """
@@ -296,7 +297,7 @@ class TextEnv(gym.Env[str, str]):
         invalid_limit: int | None = None,
         invalid_penalty: float = -0.1,
         step_cost: float = 0.0,
-        reward: Mapping[str, float] | Rubric | None = None,
+        reward: Mapping[str, float] | Rubric | str | None = None,
         split: str = "train",
         render_mode: str | None = None,
     ) -> None:
@@ -505,7 +506,7 @@ class TextEnv(gym.Env[str, str]):
             info["progress"] = progress
         return info
 
-    def _resolve_reward(self, reward: Mapping[str, float] | Rubric | None) -> Rubric:
+    def _resolve_reward(self, reward: Mapping[str, float] | Rubric | str | None) -> Rubric:
         if reward is None:
             return _WeightedComponents(None)
         if callable(reward):
@@ -530,6 +531,12 @@ class TextEnv(gym.Env[str, str]):
             from envgym.rewards import build_rubric  # noqa: PLC0415 - optional, heavier layer
 
             return build_rubric(reward, components=self.reward_components, owner=type(self).__name__)
+        if isinstance(reward, str):
+            # A rubric spec as YAML text (or a *.yaml file name, or one component's name).
+            from envgym.rewards import load_rubric  # noqa: PLC0415 - optional, heavier layer
+
+            return load_rubric(reward, components=self.reward_components, owner=type(self).__name__)
         raise InvalidKwargsError(
-            f"reward must be None, a mapping of component weights or a rubric callable, got {type(reward).__name__}."
+            "reward must be None, a mapping of component weights, a rubric spec as YAML text or a rubric "
+            f"callable, got {type(reward).__name__}."
         )

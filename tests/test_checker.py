@@ -48,3 +48,29 @@ def test_bad_actions_cover_the_hostile_cases() -> None:
     assert {"str", "NoneType", "int", "bytes", "list", "dict"} <= kinds
     assert any(isinstance(a, str) and len(a) >= 100_000 for a in BAD_ACTIONS)
     assert any(isinstance(a, str) and "\x00" in a for a in BAD_ACTIONS)
+
+
+def test_unregistered_instance_is_checked_against_a_twin_with_its_kwargs() -> None:
+    # The twin must get the same kwargs (not GuessEnv()), or its rollouts differ in length.
+    report = check_env(GuessEnv(high=20, max_turns=2))
+    assert "pickle_roundtrip" in report.checks and "seeded_determinism" in report.checks
+
+
+class _NeedsSize(GuessEnv):
+    """GuessEnv with a required keyword argument."""
+
+    def __init__(self, *, size: int, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.size = size
+
+
+def test_env_with_a_required_kwarg_can_be_checked_as_an_instance() -> None:
+    assert check_env(_NeedsSize(size=3)).checks[-1] == "close_twice"
+
+
+def test_first_action_that_wins_does_not_break_the_pickle_check() -> None:
+    # high=1: every first guess is right, so the episode is over when the checker pickles it.
+    with pytest.raises(EnvContractError, match="determinism"):  # every seed gives the same task
+        check_env(GuessEnv(high=1))
+    report = check_env(GuessEnv(high=1), seeds=(0, 1))
+    assert "pickle_roundtrip" in report.checks

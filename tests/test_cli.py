@@ -453,6 +453,46 @@ def test_run_all_table_skips_and_errors(monkeypatch: pytest.MonkeyPatch) -> None
     assert result.exit_code == 2 and "Known agents" in result.stderr
 
 
+def test_run_all_crash_message_with_markup_prints_literally(monkeypatch: pytest.MonkeyPatch) -> None:
+    # An exception text such as "[/]" or "[red]" must not be read as rich markup (MarkupError).
+    import envgym.cli._run as run_module
+
+    def crash(env_id: str, *args: object, **kwargs: object) -> object:
+        raise RuntimeError("bad [/] state [red]x")
+
+    monkeypatch.setattr(run_module, "run_one", crash)
+    result = invoke("run-all", "--family", "clitoy", "-n", "1", "--agent", "random")
+    assert result.exit_code == 1, result.stderr
+    assert "crashed: RuntimeError: bad [/] state [red]x" in result.stderr
+    assert "2 run(s), 2 error(s)" in result.stdout
+
+
+def test_list_family_name_with_brackets_prints_literally() -> None:
+    from envgym import registration
+
+    spec = envgym.EnvSpec(
+        id="clitoy/Bracket-v0", entry_point="cli_toy_envs:LineEnv", family="odd[/]family", summary="[red]x"
+    )
+    envgym.register(spec)
+    try:
+        result = invoke("list", "--family", "odd[/]family")
+        assert result.exit_code == 0, result.stderr
+        assert "odd[/]family (1)" in result.stdout and "[red]x" in result.stdout
+    finally:
+        registration._single.pop(spec.id, None)
+        import gymnasium
+
+        gymnasium.registry.pop(spec.id, None)
+
+
+def test_run_truncated_by_max_episode_steps_reports_max_turns() -> None:
+    # gymnasium.make(..., max_episode_steps=N) truncates from outside (TimeLimit): the env's
+    # info["termination_reason"] is None there, and the runner must still report max_turns.
+    doc = as_json(invoke("run", toys.LINE_LONG_ID, "-n", "6", "-k", "max_episode_steps=1", "--json"))
+    assert doc["termination_reasons"] == {"max_turns": 6}
+    assert doc["mean_turns"] == 1.0
+
+
 # ---------------------------------------------------------------- the real environments
 def test_real_ids() -> None:
     """The commands over the registered game ids (every base single-agent id, once)."""

@@ -170,6 +170,21 @@ def test_reward_weights_and_callable_rubric() -> None:
     assert seen[0].success is True and seen[0].action_text == str(env.secret) and seen[0].turn == 1
 
 
+def test_reward_rubric_as_yaml_text() -> None:
+    yaml_text = "gate: {context: action_valid}\nthen: {sum: [success_reward]}\nelse: -0.5\n"
+    env = GuessEnv(reward=yaml_text)
+    env.reset(seed=0)
+    assert env.step("bad")[1] == -0.5
+    assert env.step(str(env.secret))[1] == 1.0
+    env = gym.make("envgym/Sokoban-v0", reward="sum: [success_reward, box_on_target_reward]")
+    env.reset(seed=0)
+    assert env.step("nonsense")[1] == 0.0  # the invalid-action penalty is not in the rubric
+    with pytest.raises(InvalidKwargsError, match="Did you mean 'success_reward'"):
+        GuessEnv(reward="sum: [sucess_reward]")
+    with pytest.raises(InvalidKwargsError, match="malformed YAML"):
+        GuessEnv(reward="sum: [a, b")
+
+
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [

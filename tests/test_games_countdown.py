@@ -260,3 +260,35 @@ def test_oracle_win_rate(env_id: str) -> None:
     results = run_episodes(env_id, OracleAgent(), episodes=100, seed=300)
     assert sum(r.success for r in results) >= 95
     assert all(r.turns == 1 for r in results)  # the exact answer at the first attempt
+
+
+# ------------------------------------------------------------------ regressions (bug hunt)
+def test_train_and_test_splits_never_share_a_task() -> None:
+    from envgym.environments.games.countdown import in_split
+
+    def tasks(split: str, seeds: range) -> set[tuple[tuple[int, ...], int]]:
+        env = CountdownEnv(split=split)
+        found = set()
+        for seed in seeds:
+            env.reset(seed=seed)
+            assert in_split(env.numbers, env.target, split)
+            assert not in_split(env.numbers, env.target, "test" if split == "train" else "train")
+            found.add((tuple(sorted(env.numbers)), env.target))
+        return found
+
+    # easy tasks (3 small numbers) are few: before the partition ~40% of test tasks were train tasks
+    train, test = tasks("train", range(3000)), tasks("test", range(300))
+    assert len(test) > 150 and not train & test
+
+
+def test_many_attempts_fit_in_the_default_turn_limit() -> None:
+    env = envgym.make("envgym/Countdown-v0", max_attempts=20)
+    assert env.unwrapped.max_turns == 60
+    assert envgym.make("envgym/Countdown-v0").unwrapped.max_turns == 15
+    assert envgym.make("envgym/Countdown-v0", max_attempts=20, max_turns=7).unwrapped.max_turns == 7
+    env.reset(seed=0, options={"numbers": [1, 2], "target": 50})
+    for turn in range(1, 21):
+        obs, _, terminated, truncated, info = env.step("1 + 2")
+        assert not truncated
+        assert terminated == (turn == 20)
+    assert "Out of attempts" in obs and info["termination_reason"] == "failure"

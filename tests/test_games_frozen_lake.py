@@ -240,3 +240,22 @@ def test_observation_and_card() -> None:
     assert obs.endswith(env.render()) and info["task"]["slippery"] is True
     assert "not slippery" in envgym.make("envgym/FrozenLake-v0").reset(seed=0)[0]
     assert FrozenLakeEnv.env_card().startswith("FrozenLake: cross a frozen lake")
+
+
+# ------------------------------------------------------------------ regressions (bug hunt)
+def test_train_and_test_splits_never_share_a_map() -> None:
+    from envgym.environments.games.frozen_lake import in_split
+
+    def maps(split: str, seeds: range) -> set[tuple[bytes, int, int]]:
+        env = FrozenLakeEnv(split=split)
+        found = set()
+        for seed in seeds:
+            env.reset(seed=seed)
+            key = (bytes(env._holes), env._player, env._goal)
+            assert in_split(*key, split) and not in_split(*key, "test" if split == "train" else "train")
+            found.add(key)
+        return found
+
+    # easy 4x4 maps are few: before the partition ~40% of test maps were train maps
+    train, test = maps("train", range(2000)), maps("test", range(300))
+    assert len(test) > 150 and not train & test

@@ -272,3 +272,23 @@ def test_solver_safety_net_enumerates_and_guesses() -> None:
     # Logic first: a "." next to a hidden cell makes it safe.
     obs = "   1 2 3 4\n1  1 # # .\nMines: 1."
     assert Solver("envgym/Minesweeper-v0").act(obs, {"task": {"rows": 1, "cols": 4, "mines": 1}}) == "reveal 1 3"
+
+
+# ------------------------------------------------------------------ regressions (bug hunt)
+def test_train_and_test_splits_never_share_a_board() -> None:
+    from envgym.environments.games.minesweeper import in_split
+
+    def boards(split: str, seeds: range) -> set[tuple[int, ...]]:
+        env = MinesweeperEnv(split=split)
+        found = set()
+        for seed in seeds:
+            env.reset(seed=seed)
+            env.step("reveal 3 3")
+            mines = tuple(i for i, m in enumerate(env._mine_at) if m)
+            assert in_split(5, 5, mines, split) and not in_split(5, 5, mines, "test" if split == "train" else "train")
+            found.add(mines)
+        return found
+
+    # easy 5x5 boards with 3 mines are few: before the partition every test board was a train board
+    train, test = boards("train", range(1500)), boards("test", range(200))
+    assert len(test) > 30 and not train & test

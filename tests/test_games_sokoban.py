@@ -286,3 +286,40 @@ def test_solve_reports_unsolvable_boards() -> None:
     assert solve(parse_board("# # # #\n# * P #\n# # # #")) == []
     plan = solve(parse_board("# # # # # #\n# P X _ O #\n# # # # # #"))
     assert [ACTIONS[d] for d in plan] == ["right", "right"]
+
+
+# ------------------------------------------------------------------ regressions (bug hunt)
+def test_train_and_test_splits_never_share_a_level() -> None:
+    from envgym.environments.games.sokoban import in_split
+
+    def levels(split: str, seeds: range) -> set[bytes]:
+        env = SokobanEnv(split=split)
+        found = set()
+        for seed in seeds:
+            env.reset(seed=seed)
+            assert in_split(env._floor, env._target, env._box, split)
+            assert not in_split(env._floor, env._target, env._box, "test" if split == "train" else "train")
+            found.add(bytes(env._floor) + bytes(env._target) + bytes(env._box))
+        return found
+
+    # easy 6x6 one-box rooms are few: before the partition ~40% of test levels were train levels
+    train, test = levels("train", range(1500)), levels("test", range(300))
+    assert len(test) > 150 and not train & test
+
+
+def test_xsb_levels_with_space_floor_and_outside_spaces() -> None:
+    xsb = "  ####\n###  #\n#@$. #\n######"
+    width, height, floor, targets, boxes, player = parse_level(xsb)
+    assert (width, height, player) == (6, 4, 13)
+    assert floor[:6] == bytearray(6)  # the spaces outside the walls are not floor
+    assert floor[9] == floor[10] == floor[16] == 1 and targets[15] == boxes[14] == 1
+    env = envgym.make("envgym/Sokoban-v0")
+    obs, _ = env.reset(seed=0, options={"level": "    #####\n    #@ $.#\n    ######"})  # indented, space floor
+    assert "# P _ X O #" in obs
+    for action in ("right", "right"):
+        obs, _, terminated, _, info = env.step(action)
+    assert terminated and info["success"]
+    # the observation's own spaced format still parses the same way
+    assert parse_level("# # # # #\n# P X O #\n# # # # #")[2] == parse_level("#####\n#@$.#\n#####")[2]
+    with pytest.raises(ConfigError, match="enclosed"):
+        parse_level("#####\n#@$.#\n## ##")  # a hole in the bottom wall

@@ -656,3 +656,14 @@ def test_custom_world_validation() -> None:
         env.reset(options={"world": "kitchen", "goal": None})
     with pytest.raises(ValueError, match="not a receptacle"):
         W.World.build({"kitchen": ["countertop 1"]}, {"mug 1": "fridge 1"})
+
+
+# ----------------------------------------------------------------------------- regressions (bug hunt)
+def test_start_text_states_the_command_format() -> None:
+    env = envgym.make("envgym/Household-v0")
+    obs, info = env.reset(seed=1)
+    intro = obs.split("Your task is to:")[0]
+    for form in ("go to RECEPTACLE", "take OBJECT from RECEPTACLE", "move OBJECT to RECEPTACLE", "'help'"):
+        assert form in intro
+    obs, _, _, _, step_info = env.step("help")
+    assert step_info["action_valid"] and "help" in info["admissible_actions"]

@@ -80,7 +80,7 @@ def list_command(
             (s for s in specs if s.family == fam),
             key=lambda s: (s.variant_of or s.id, s.variant_of is not None, s.id, s.kind != "gymnasium"),
         )
-        table = Table(title=f"{fam} ({len(rows)})", title_justify="left", title_style="bold")
+        table = Table(title=Text(f"{fam} ({len(rows)})"), title_justify="left", title_style="bold")
         table.add_column("id", no_wrap=True, style="cyan")
         table.add_column("kind", no_wrap=True)
         table.add_column("summary", overflow="fold")

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -252,7 +253,9 @@ def _run_all(
                     summary = {"env_id": spec.id, "agent": agent_spec, "seed": seed, "episodes": 0}
                     summary["error"] = f"{type(err).__name__}: {err}"
                     if not isinstance(err, EnvgymError):
-                        console.print(f"[red]{spec.id} with {agent_spec} crashed:[/] {type(err).__name__}: {err}")
+                        console.print(
+                            f"[red]{spec.id} with {escape(agent_spec)} crashed:[/] {escape(f'{type(err).__name__}: {err}')}"
+                        )
                     progress.advance(task, episodes - finished)
                 summary["family"] = spec.family
                 rows.append(summary)

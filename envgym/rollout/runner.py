@@ -104,7 +104,13 @@ def run_episodes(
                     result.reward_components[key] = result.reward_components.get(key, 0.0) + value
                 if terminated or truncated:
                     result.success = bool(info["success"])
-                    result.termination_reason = str(info["termination_reason"])
+                    reason = info["termination_reason"]
+                    if reason is None:  # ended by a wrapper (gymnasium.make(..., max_episode_steps=N))
+                        if truncated:
+                            reason = TerminationReason.MAX_TURNS
+                        else:
+                            reason = TerminationReason.SUCCESS if result.success else TerminationReason.FAILURE
+                    result.termination_reason = str(reason)
                     result.invalid_actions = int(info["invalid_actions"])
                     result.wall_time_s = time.perf_counter() - started
                     results[index] = result

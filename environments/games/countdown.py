@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import re
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +13,15 @@ from typing import Any, ClassVar
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import check_choice, ConfigError, InvalidKwargsError
 
-__all__ = ["DIFFICULTIES", "CountdownEnv", "ExpressionError", "Preset", "evaluate_expression", "random_expression"]
+__all__ = [
+    "DIFFICULTIES",
+    "CountdownEnv",
+    "ExpressionError",
+    "Preset",
+    "evaluate_expression",
+    "in_split",
+    "random_expression",
+]
 
 #: Longest action text accepted (characters), before any parsing.
 MAX_EXPRESSION_CHARS = 200
@@ -24,6 +33,11 @@ MAX_DEPTH = 32
 CLOSENESS_MAX = 0.2
 #: Attempts this far (or farther) from the target earn no ``closeness_reward``.
 CLOSENESS_RANGE = 10
+#: One generated task in ``TEST_MODULUS`` (chosen by a CRC-32 of its sorted numbers and target)
+#: belongs to the ``test`` split, the others to ``train``: the splits never share a task.
+TEST_MODULUS = 5
+#: Tasks drawn at most per reset while looking for one of the episode's split.
+SPLIT_TRIES = 64
 SMALL_NUMBERS = tuple(range(1, 11)) * 2
 LARGE_NUMBERS = (25, 50, 75, 100)
 
@@ -204,6 +218,12 @@ def evaluate_expression(text: str, numbers: Sequence[int]) -> tuple[int, int | N
     return value, claimed
 
 
+def in_split(numbers: Sequence[int], target: int, split: str) -> bool:
+    """Whether the task (numbers in any order, target) belongs to ``split``."""
+    key = f"{','.join(map(str, sorted(numbers)))}:{target}".encode()
+    return (zlib.crc32(key) % TEST_MODULUS == 0) == (split == "test")
+
+
 def _listing(numbers: Sequence[int]) -> str:
     return " ".join(map(str, numbers))
 
@@ -247,7 +267,8 @@ class CountdownEnv(TextEnv):
     number may be used at most once (a number drawn twice may be used twice), not every number
     has to be used, only ``+ - * /`` and parentheses are allowed, and every intermediate result
     must be a positive whole number (no zero, no negative numbers, division only when exact).
-    The ``train`` and ``test`` splits use different random streams.
+    The ``train`` and ``test`` splits hold disjoint tasks: a fixed CRC-32 partition of the
+    (sorted) numbers and the target puts about 1 task in 5 in ``test``.
 
     **Observation.** At reset: the rules and the action format. Then the numbers, the target,
     the attempts used and the best valid attempt so far; after each valid attempt, its value
@@ -271,7 +292,7 @@ class CountdownEnv(TextEnv):
 
     **Episode end.** Terminated with success when an expression equals the target; terminated
     with failure after ``max_attempts`` valid attempts miss it; truncated at ``max_turns``
-    (default 15 steps, invalid ones included). ``progress`` is 1 - (best distance / target),
+    (default ``max(15, 3 * max_attempts)`` steps, invalid ones included). ``progress`` is 1 - (best distance / target),
     floored at 0 (0 before any valid attempt).
 
     **Arguments.**
@@ -298,6 +319,8 @@ class CountdownEnv(TextEnv):
         check_choice("difficulty", difficulty, DIFFICULTIES)
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or not 1 <= max_attempts <= 50:
             raise InvalidKwargsError(f"max_attempts must be an integer from 1 to 50, got {max_attempts!r}.")
+        if kwargs.get("max_turns") is None:  # room for every attempt plus some invalid steps
+            kwargs["max_turns"] = max(self.default_max_turns, 3 * max_attempts)
         super().__init__(**kwargs)
         self.difficulty = difficulty
         self.preset = DIFFICULTIES[difficulty]
@@ -317,7 +340,10 @@ class CountdownEnv(TextEnv):
             self._solution = ""
             label = "custom"
         else:
-            numbers, target, self._solution = self._draw(rng)
+            for _ in range(SPLIT_TRIES):
+                numbers, target, self._solution = self._draw(rng)
+                if in_split(numbers, target, self.split):
+                    break
             label = self.difficulty
         self.numbers, self.target = numbers, target
         self._attempts = 0

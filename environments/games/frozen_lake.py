@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import random
+import zlib
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import check_choice, ConfigError, InvalidKwargsError
 
-__all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "FrozenLakeEnv", "distances_to", "parse_lake"]
+__all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "FrozenLakeEnv", "distances_to", "in_split", "parse_lake"]
 
 #: Difficulty presets: (side of the square map, fraction of the cells that are holes).
 DIFFICULTIES: dict[str, tuple[int, float]] = {"easy": (4, 0.15), "medium": (6, 0.2), "hard": (8, 0.25)}
@@ -23,6 +24,13 @@ DIFFICULTIES: dict[str, tuple[int, float]] = {"easy": (4, 0.15), "medium": (6, 0
 SIZE_RANGE: tuple[int, int] = (3, 12)
 #: Valid hole fractions (of the cells other than start and goal).
 HOLE_FRACTION_RANGE: tuple[float, float] = (0.0, 0.5)
+
+#: One generated map in ``TEST_MODULUS`` (chosen by a CRC-32 of its holes, start and goal)
+#: belongs to the ``test`` split, the others to ``train``: the splits never share a map.
+TEST_MODULUS = 5
+#: Maps drawn at most per reset while looking for one of the episode's split (tiny maps may
+#: have none; the last draw is then used).
+SPLIT_TRIES = 64
 
 #: Actions, in the order of the direction indices used everywhere in this module.
 ACTIONS: tuple[str, ...] = ("up", "down", "left", "right")
@@ -83,6 +91,11 @@ def _neighbours(size: int) -> list[tuple[int, ...]]:
 _NEIGHBOURS: dict[int, list[tuple[int, ...]]] = {}
 
 
+def in_split(holes: bytes, start: int, goal: int, split: str) -> bool:
+    """Whether the map with these holes, start and goal cells belongs to ``split``."""
+    return (zlib.crc32(f"{start},{goal}".encode(), zlib.crc32(holes)) % TEST_MODULUS == 0) == (split == "test")
+
+
 def distances_to(goal: int, holes: bytearray | bytes, size: int) -> list[int]:
     """Steps from every cell to ``goal`` on a ``size`` x ``size`` map avoiding holes (-1: cut off)."""
     neighbours = _neighbours(size)
@@ -135,6 +148,11 @@ class FrozenLakeEnv(TextEnv):
     * ``slippery``: stochastic moves as in Gymnasium's FrozenLake (default ``False``).
     * the common :class:`~envgym.core.TextEnv` arguments (``max_turns``, ``invalid_penalty``,
       ``step_cost``, ``reward``, ``split``, ...).
+
+    The ``train`` and ``test`` splits hold disjoint maps: a fixed CRC-32 partition of the
+    holes, start and goal puts about 1 map in 5 in ``test`` (maps of the other split are drawn
+    again from the episode generator; a tiny configuration with no map of a split uses the last
+    draw).
 
     ``reset(options={"map": text})`` plays a given square map written with the legend above (or
     Gymnasium's ``S``/``F``/``H``/``G`` letters) instead of a random one.
@@ -201,7 +219,10 @@ class FrozenLakeEnv(TextEnv):
                 raise ConfigError("options['map'] has no safe path from the start to the goal: the task cannot be won.")
         else:
             size = self.size
-            holes, start, goal, dist = _generate_map(rng, size, round(self.hole_fraction * (size * size - 2)))
+            for _ in range(SPLIT_TRIES):
+                holes, start, goal, dist = _generate_map(rng, size, round(self.hole_fraction * (size * size - 2)))
+                if in_split(holes, start, goal, self.split):
+                    break
         n = size * size
         self._size = size
         self._holes = holes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import random
 import re
+import zlib
 from collections.abc import Sequence
 from itertools import compress
 from typing import Any, ClassVar
@@ -12,7 +13,7 @@ from typing import Any, ClassVar
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import check_choice, InvalidKwargsError
 
-__all__ = ["DIFFICULTIES", "MinesweeperEnv", "logic_solvable", "neighbours", "solvable_from"]
+__all__ = ["DIFFICULTIES", "MinesweeperEnv", "in_split", "logic_solvable", "neighbours", "solvable_from"]
 
 #: Difficulty presets: name -> (rows, columns, mines).
 DIFFICULTIES: dict[str, tuple[int, int, int]] = {
@@ -29,6 +30,9 @@ MAX_LAYOUT_ATTEMPTS = 5000
 #: Most mines a board may hold, as a fraction of its cells (denser boards are rarely no-guess).
 MAX_DENSITY_DIVISOR = 5
 MIN_SIZE, MAX_SIZE = 3, 30
+#: One mine layout in ``TEST_MODULUS`` (chosen by a CRC-32 of the board size and the mine cells)
+#: belongs to the ``test`` split, the others to ``train``: the splits never share a board.
+TEST_MODULUS = 5
 
 HIDDEN, FLAG, MINE, BLAST = "#", "F", "*", "X"
 _DIGITS = ".12345678"  # revealed cell with 0..8 adjacent mines
@@ -90,6 +94,12 @@ class _Grid:
 @functools.cache
 def _grid(rows: int, cols: int) -> _Grid:
     return _Grid(rows, cols)
+
+
+def in_split(rows: int, cols: int, mine_cells: Sequence[int], split: str) -> bool:
+    """Whether the layout with mines on ``mine_cells`` (any order) belongs to ``split``."""
+    key = f"{rows}x{cols}:{','.join(map(str, sorted(mine_cells)))}".encode()
+    return (zlib.crc32(key) % TEST_MODULUS == 0) == (split == "test")
 
 
 def logic_solvable(rows: int, cols: int, mines: Sequence[bool], start: int) -> bool:
@@ -215,7 +225,8 @@ class MinesweeperEnv(TextEnv):
     rules, the subset rule and the global mine count, see :func:`logic_solvable`): no
     guessing is ever needed (should 5,000 draws fail, which the density cap makes vanishingly
     unlikely, the last one is used). The same seed and the same actions give the same board. The
-    ``train`` and ``test`` splits use different random streams.
+    ``train`` and ``test`` splits hold disjoint boards: a fixed CRC-32 partition of the mine
+    cells puts about 1 layout in 5 in ``test`` (layouts of the other split are drawn again).
 
     **Observation.** At reset: the rules, the coordinate convention and the action format.
     Then, after every step: what happened, the board with 1-based row and column numbers, and a
@@ -356,7 +367,9 @@ class MinesweeperEnv(TextEnv):
         chosen: list[int] = []
         for _ in range(MAX_LAYOUT_ATTEMPTS):
             chosen = self.rng.sample(spots, self.mines)
-            if solvable_from(self.rows, self.cols, chosen, start):
+            if in_split(self.rows, self.cols, chosen, self.split) and solvable_from(
+                self.rows, self.cols, chosen, start
+            ):
                 break
         layout = [False] * self._size
         counts = [0] * self._size

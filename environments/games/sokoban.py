@@ -12,14 +12,17 @@ millisecond and a step a few microseconds.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import random
+import textwrap
+import zlib
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import check_choice, ConfigError, InvalidKwargsError
 
-__all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "SokobanEnv", "dead_squares", "parse_level"]
+__all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "SokobanEnv", "dead_squares", "in_split", "parse_level"]
 
 #: Difficulty presets: (size of the square board including its outer wall, number of boxes).
 DIFFICULTIES: dict[str, tuple[int, int]] = {"easy": (6, 1), "medium": (7, 2), "hard": (8, 3)}
@@ -27,6 +30,11 @@ DIFFICULTIES: dict[str, tuple[int, int]] = {"easy": (6, 1), "medium": (7, 2), "h
 SIZE_RANGE: tuple[int, int] = (5, 10)
 #: Most boxes any board holds; a board of size ``s`` holds at most ``s - 4`` boxes.
 MAX_BOXES = 4
+#: One generated level in ``TEST_MODULUS`` (chosen by a CRC-32 of its walls, targets and boxes)
+#: belongs to the ``test`` split, the others to ``train``: the splits never share a level.
+TEST_MODULUS = 5
+#: Levels drawn at most per reset while looking for one of the episode's split.
+SPLIT_TRIES = 64
 
 #: Actions, in the order of the direction indices used everywhere in this module.
 ACTIONS: tuple[str, ...] = ("up", "down", "left", "right")
@@ -66,6 +74,11 @@ _DEADLOCK_RULE = (
     " A box pushed onto a square from which it can never reach a target (a corner, or along a wall "
     "with no target) is stuck for good: the game then ends as a loss."
 )
+
+
+def in_split(floor: bytes, targets: bytes, boxes: bytes, split: str) -> bool:
+    """Whether a level (its walls, targets and boxes; the player's start is ignored) is in ``split``."""
+    return (zlib.crc32(boxes, zlib.crc32(targets, zlib.crc32(floor))) % TEST_MODULUS == 0) == (split == "test")
 
 
 def dead_squares(floor: Sequence[int], targets: Sequence[int], width: int) -> bytearray:
@@ -113,9 +126,13 @@ def parse_level(text: str) -> tuple[int, int, bytearray, bytearray, bytearray, i
         PLAYER_ON_TARGET: (1, 1, 0, 1),
         "+": (1, 1, 0, 1),
     }
+    lines = [line.rstrip() for line in textwrap.dedent(text.strip("\n")).splitlines()]
+    # Glyphs separated by spaces (the observation's format: no two glyphs touch), or one
+    # character per cell (XSB, where a space is floor inside the walls and nothing outside them).
+    spaced = not any(a != " " and b != " " for line in lines for a, b in itertools.pairwise(line))
     rows = []
-    for line in text.strip("\n").splitlines():
-        cells = line.split() if " " in line.strip() else list(line.strip())
+    for line in lines:
+        cells = line.split() if spaced else list(line)
         if cells:
             rows.append(cells)
     if not rows:
@@ -123,10 +140,11 @@ def parse_level(text: str) -> tuple[int, int, bytearray, bytearray, bytearray, i
     width, height = max(len(r) for r in rows), len(rows)
     n = width * height
     floor, targets, boxes = bytearray(n), bytearray(n), bytearray(n)
+    blank = bytearray(n)
     players = []
     for r, row in enumerate(rows):
         for c, glyph in enumerate(row):
-            kind = glyphs.get(glyph)
+            kind = (1, 0, 0, 0) if glyph == " " else glyphs.get(glyph)
             if kind is None:
                 raise ConfigError(
                     f"unknown glyph {glyph!r} at row {r + 1}, column {c + 1}; use the legend "
@@ -135,10 +153,27 @@ def parse_level(text: str) -> tuple[int, int, bytearray, bytearray, bytearray, i
                 )
             i = r * width + c
             floor[i], targets[i], boxes[i] = kind[0], kind[1], kind[2]
+            blank[i] = glyph == " "
             if kind[3]:
                 players.append(i)
-            if kind[0] and (r in (0, height - 1) or c in (0, width - 1)):
-                raise ConfigError(f"the level must be enclosed by walls; row {r + 1}, column {c + 1} is {glyph!r}.")
+    if players and any(blank):  # XSB spaces the player cannot walk to are outside the walls
+        seen = bytearray(n)
+        seen[players[0]] = 1
+        stack = [players[0]]
+        while stack:
+            i = stack.pop()
+            r, c = divmod(i, width)
+            for x, ok in ((i - width, r > 0), (i + width, r < height - 1), (i - 1, c > 0), (i + 1, c < width - 1)):
+                if ok and floor[x] and not seen[x]:
+                    seen[x] = 1
+                    stack.append(x)
+        for i in range(n):
+            if blank[i] and not seen[i]:
+                floor[i] = 0
+    for i in range(n):
+        r, c = divmod(i, width)
+        if floor[i] and (r in (0, height - 1) or c in (0, width - 1)):
+            raise ConfigError(f"the level must be enclosed by walls; row {r + 1}, column {c + 1} is {rows[r][c]!r}.")
     if len(players) != 1:
         raise ConfigError(f"a Sokoban level needs exactly one player (P or S), got {len(players)}.")
     if sum(boxes) != sum(targets) or not sum(boxes):
@@ -191,6 +226,10 @@ class SokobanEnv(TextEnv):
     * ``end_on_deadlock``: end the episode as a failure on a dead square (default ``True``).
     * the common :class:`~envgym.core.TextEnv` arguments (``max_turns``, ``invalid_penalty``,
       ``step_cost``, ``reward``, ``split``, ...).
+
+    The ``train`` and ``test`` splits hold disjoint levels: a fixed CRC-32 partition of the
+    walls, targets and boxes puts about 1 level in 5 in ``test`` (levels of the other split are
+    drawn again from the episode generator).
 
     ``reset(options={"level": text})`` plays a given level written with the legend above (or in
     classic XSB notation) instead of a generated one.
@@ -277,7 +316,10 @@ class SokobanEnv(TextEnv):
             self._set_level(*parse_level(level))
             pushes = -1
         else:
-            floor, targets, boxes, player, pushes = _generate_level(rng, self.size, self.num_boxes)
+            for _ in range(SPLIT_TRIES):
+                floor, targets, boxes, player, pushes = _generate_level(rng, self.size, self.num_boxes)
+                if in_split(floor, targets, boxes, self.split):
+                    break
             self._set_level(self.size, self.size, floor, targets, boxes, player)
         layout = "".join(self._cells)
         digest = hashlib.blake2s(layout.encode(), digest_size=6).hexdigest()

@@ -14,6 +14,11 @@ from envgym.errors import check_choice, InvalidKwargsError, suggest
 __all__ = ["HouseholdEnv"]
 
 NOTHING_HAPPENS = "Nothing happens."
+#: The last line of the start text: the command format (the agent may not see admissible_actions).
+COMMANDS_HINT = (
+    "Type one command per turn, such as 'go to RECEPTACLE', 'open RECEPTACLE', 'take OBJECT from RECEPTACLE' "
+    "or 'move OBJECT to RECEPTACLE', using the names with their numbers; 'help' lists every command."
+)
 
 _PUT = re.compile(r"^put (.+?) (?:in/on|in|on|into|onto|inside) (.+)$")
 _MOVE_INTO = re.compile(r"^move (.+?) (?:into|in|on|onto) (.+)$")
@@ -66,8 +71,8 @@ class HouseholdEnv(TextEnv):
     of every other room.
 
     **Observation.** At reset: a banner, the room description ("You are in the middle of the
-    kitchen. Looking quickly around you, you see a cabinet 1, ...", then the other rooms) and
-    "Your task is to: <goal>." After a valid command: ALFWorld's feedback ("You arrive at
+    kitchen. Looking quickly around you, you see a cabinet 1, ...", then the other rooms), one
+    line on the command format and "Your task is to: <goal>." After a valid command: ALFWorld's feedback ("You arrive at
     countertop 1. On the countertop 1, you see a mug 1.", "You open the fridge 1. The fridge 1
     is open. In it, you see an apple 1.", "You heat the mug 1 using the microwave 1."). Articles
     follow English ("an apple 1") where ALFWorld writes "a apple 1".
@@ -229,7 +234,7 @@ class HouseholdEnv(TextEnv):
 
     def _intro(self) -> str:
         assert self.world is not None
-        return f"-= Welcome to envgym Household! =-\n\n{self.world.overview()}"
+        return f"-= Welcome to envgym Household! =-\n\n{self.world.overview()}\n{COMMANDS_HINT}"
 
     def _observe(self) -> str:
         assert self.world is not None and self.goal is not None
