@@ -130,3 +130,19 @@ def test_sokoban_components_reach_episode_results_and_metrics() -> None:
         assert result.total_reward == pytest.approx(
             1.0 + 0.5 * result.reward_components["box_on_target_reward"] + result.reward_components["step_cost_reward"]
         )
+
+
+def test_reward_wrappers_rebuild_from_spec_and_pass_the_checker() -> None:
+    import gymnasium as gym
+
+    import envgym
+    from envgym.rewards import FormatReward, ProgressShaping
+
+    env = FormatReward(ProgressShaping(gym.make("envgym/Sokoban-v0"), gamma=0.9), tags=("think", "action"))
+    names = [w.name for w in env.spec.additional_wrappers]
+    assert names[-2:] == ["ProgressShaping", "FormatReward"]
+    assert env.spec.additional_wrappers[-2].kwargs == {"gamma": 0.9}
+    twin = gym.make(env.spec)
+    assert twin.get_wrapper_attr("reward_components") == env.get_wrapper_attr("reward_components")
+    assert twin.get_wrapper_attr("gamma") == 0.9
+    assert "seeded_determinism" in envgym.check_env(env).checks

@@ -46,6 +46,9 @@ there) or capped per episode and never paid for repeated or goal-echoing text (m
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import dataclasses
 import itertools
 import math
@@ -118,11 +121,33 @@ def _norm(text: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", text).split())
 
 
-class _RewardLayer(gym.Wrapper[Any, Any, Any, Any]):
-    """Shared machinery: add one component, keep the history, recompute the scalar with the rubric."""
+class _RewardLayer(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
+    """Shared machinery: add one component, keep the history, recompute the scalar with the rubric.
+
+    Constructor keyword arguments are recorded (Gymnasium's ``RecordConstructorArgs``), so a
+    wrapped env's ``spec`` rebuilds the same stack: ``gym.make(env.spec)``.
+    """
 
     #: Default component name (empty for wrappers that add none).
     component: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is None:
+            return
+
+        signature = inspect.signature(init)
+
+        @functools.wraps(init)
+        def recording_init(self: _RewardLayer, env: gym.Env[Any, Any], *args: Any, **kw: Any) -> None:
+            if type(self) is cls:  # the outermost __init__ records what the user passed, by name
+                bound = signature.bind(self, env, *args, **kw).arguments
+                recorded = {k: v for k, v in list(bound.items())[2:]}
+                gym.utils.RecordConstructorArgs.__init__(self, **recorded)
+            init(self, env, *args, **kw)
+
+        cls.__init__ = recording_init  # type: ignore[method-assign]
 
     def __init__(self, env: gym.Env[Any, Any], *, name: str | None, rubric: RubricSpec | None) -> None:
         super().__init__(env)
