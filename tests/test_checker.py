@@ -74,3 +74,10 @@ def test_first_action_that_wins_does_not_break_the_pickle_check() -> None:
         check_env(GuessEnv(high=1))
     report = check_env(GuessEnv(high=1), seeds=(0, 1))
     assert "pickle_roundtrip" in report.checks
+
+
+def test_wall_clock_statistics_do_not_count_as_nondeterminism() -> None:
+    import gymnasium as gym
+
+    env = gym.wrappers.RecordEpisodeStatistics(gym.make("envgymtest/GuessEnv-v0"))
+    assert "seeded_determinism" in check_env(env).checks
