@@ -234,9 +234,9 @@ def check_init_kwargs(cls: type, base: type) -> None:
             break
     allowed = frozenset(params)
     cls._init_params = allowed  # type: ignore[attr-defined]
-    init = cls.__dict__.get("__init__")
-    if init is None:
-        return
+    # A subclass without its own __init__ gets a checking wrapper around the inherited one too
+    # (the parent's wrapper only checks instances of exactly the parent class).
+    init = cls.__dict__.get("__init__") or cls.__init__
 
     @functools.wraps(init)
     def checked_init(self: Any, *args: Any, **kw: Any) -> None:

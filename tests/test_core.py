@@ -255,3 +255,13 @@ def test_environments_pickle_mid_episode() -> None:
     clone = pickle.loads(pickle.dumps(env))
     assert clone.secret == env.secret and clone.turn == 1
     assert clone.step("bad")[1] == env.step("bad")[1] == pytest.approx(-0.3)
+
+
+def test_kwargs_are_checked_on_subclasses_without_their_own_init() -> None:
+    class Plain(GuessEnv):
+        pass
+
+    with pytest.raises(InvalidKwargsError, match="Did you mean 'high'"):
+        Plain(hihg=2)
+    env = Plain(high=3, max_turns=4)
+    assert env.high == 3 and env.max_turns == 4 and env._init_kwargs == {"high": 3, "max_turns": 4}
