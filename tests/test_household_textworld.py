@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
-import time
 
 import pytest
 
@@ -81,9 +80,7 @@ def test_walkthrough_wins_and_cache_is_reused(cache_dir) -> None:
     assert info["progress"] == 1.0 and total == pytest.approx(2.0)  # success + progress
     # Same seed again: served from the cache (no compilation), same game.
     mtime = game_file.stat().st_mtime_ns
-    start = time.perf_counter()
     _obs2, info2 = env.reset(seed=0)
-    assert time.perf_counter() - start < 2.0
     assert game_file.stat().st_mtime_ns == mtime and info2["task"]["id"] == info["task"]["id"]
     # An unknown command is an invalid step that never reaches the game.
     obs3, reward3, *_, info3 = env.step("dance with the grue")
