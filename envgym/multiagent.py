@@ -664,7 +664,7 @@ def check_aec_env(
     """
     from pettingzoo.test import api_test, seed_test  # noqa: PLC0415
 
-    from envgym.testing import BAD_ACTIONS, CheckReport, _fail  # noqa: PLC0415
+    from envgym.testing import BAD_ACTIONS, CheckReport, _fail, check_close_twice  # noqa: PLC0415
 
     env_id, factory = _factory(env, "aec", make_kwargs)
     if len(seeds) < 2:
@@ -783,12 +783,7 @@ def check_aec_env(
     report.passed("invalid_run_ends")
 
     # 7. close twice.
-    try:
-        env.close()
-        env.close()
-    except Exception as err:
-        raise _fail("close", f"{env_id}: close() twice raised {err!r}.") from err
-    report.passed("close_twice")
+    check_close_twice(env, env_id, report)
     return report
 
 
@@ -859,7 +854,7 @@ def check_parallel_env(
     """
     from pettingzoo.test import parallel_api_test, parallel_seed_test  # noqa: PLC0415
 
-    from envgym.testing import BAD_ACTIONS, CheckReport, _fail  # noqa: PLC0415
+    from envgym.testing import BAD_ACTIONS, CheckReport, _fail, check_close_twice  # noqa: PLC0415
 
     env_id, factory = _factory(env, "parallel", make_kwargs)
     if len(seeds) < 2:
@@ -953,10 +948,5 @@ def check_parallel_env(
         raise _fail("invalid_run", f"{env_id}: a run of invalid actions ended with reasons {reasons!r}.")
     report.passed("invalid_run_ends")
 
-    try:
-        env.close()
-        env.close()
-    except Exception as err:
-        raise _fail("close", f"{env_id}: close() twice raised {err!r}.") from err
-    report.passed("close_twice")
+    check_close_twice(env, env_id, report)
     return report
