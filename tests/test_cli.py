@@ -141,7 +141,9 @@ def test_agent_specs() -> None:
         parse_agent_spec("random:abc")
     with pytest.raises(typer.BadParameter, match="takes no argument"):
         parse_agent_spec("oracle:x")
-    assert set(AGENT_KINDS) == {"random", "oracle"}
+    with pytest.raises(typer.BadParameter, match="needs an argument: openai:MODEL@URL"):
+        parse_agent_spec("openai")
+    assert set(AGENT_KINDS) == {"random", "oracle", "hf", "openai", "human"}
 
 
 # ---------------------------------------------------------------- list
@@ -382,9 +384,11 @@ def test_run_table_output() -> None:
 def test_run_usage_errors() -> None:
     result = invoke("run", toys.LINE_ID, "--agent", "orcale")
     assert result.exit_code == 2
-    assert "Did you mean 'oracle'? Known agents: random[:SEED], oracle." in result.stderr
-    result = invoke("run", toys.LINE_ID, "--agent", "hf:smollm2")
-    assert result.exit_code == 2 and "Known agents" in result.stderr
+    assert "Did you mean 'oracle'? Known agents: random[:SEED], oracle, hf[:MODEL], openai:MODEL@URL, human." in result.stderr
+    result = invoke("run", toys.LINE_ID, "--agent", "openai:gpt-4o")  # no @URL
+    assert result.exit_code == 2 and "http" in result.stderr and "@" in result.stderr
+    result = invoke("run", toys.LINE_ID, "--agent", "random", "--backend", "docker")
+    assert result.exit_code == 2 and "backend must be one of 'inproc', 'process', 'ray'" in result.stderr
     result = invoke("run", toys.LINE_ID, "--episodes", "0")
     assert result.exit_code == 2 and "--episodes must be at least 1, got 0." in result.stderr
     result = invoke("run", toys.NIM_ID)

@@ -259,7 +259,7 @@ def test_solver_finds_exact_and_closest_answers() -> None:
 def test_oracle_win_rate(env_id: str) -> None:
     results = run_episodes(env_id, OracleAgent(), episodes=100, seed=300)
     assert sum(r.success for r in results) >= 95
-    assert all(r.turns == 1 for r in results)  # the exact answer at the first attempt
+    assert all(r.num_turns == 1 for r in results)  # the exact answer at the first attempt
 
 
 # ------------------------------------------------------------------ regressions (bug hunt)

@@ -79,7 +79,7 @@ def test_oracle_solves_every_firm_map(env_id: str) -> None:
     env = envgym.make(env_id)
     for result in results[:50]:
         _, info = env.reset(seed=result.seed)
-        assert result.turns == info["task"]["shortest_path"]
+        assert result.num_turns == info["task"]["shortest_path"]
 
 
 def test_oracle_on_slippery_ice_beats_random_play() -> None:

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "envgym.multiagent": 3,
     "envgym.registration": 4,
     "envgym.testing": 5,
+    "envgym.models": 5,
     "envgym.rollout": 6,
     "envgym.cli": 9,
 }
@@ -34,7 +35,7 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
 }
 #: Modules environments and agents may import.
 PUBLIC = {"envgym", "envgym.core", "envgym.errors", "envgym.spaces", "envgym.registration", "envgym.rewards",
-          "envgym.multiagent", "envgym.rollout", "envgym.testing"}
+          "envgym.multiagent", "envgym.rollout", "envgym.testing", "envgym.models"}
 
 
 def _layer(module: str) -> tuple[str, int] | None:

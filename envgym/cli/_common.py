@@ -93,7 +93,7 @@ def echo_json(document: Any) -> None:
     sys.stdout.flush()
 
 
-def parse_kwargs(items: Sequence[str] | None) -> dict[str, Any]:
+def parse_kwargs(items: Sequence[str] | None, *, flag: str = "--kwargs") -> dict[str, Any]:
     """Parse ``key=value`` strings: values are JSON when they parse (``6``, ``true``, ``[1, 2]``,
     ``{"a": 1}``, ``null``), else plain strings (``difficulty=hard``).
 
@@ -106,15 +106,15 @@ def parse_kwargs(items: Sequence[str] | None) -> dict[str, Any]:
         key = key.strip()
         if not sep:
             raise typer.BadParameter(
-                f"expected key=value (for example size=6 or slippery=true), got {item!r}.", param_hint="--kwargs"
+                f"expected key=value (for example size=6 or slippery=true), got {item!r}.", param_hint=flag
             )
         if not _KWARG_KEY.match(key):
             raise typer.BadParameter(
                 f"the key of {item!r} must be a Python identifier such as max_turns, got {key!r}.",
-                param_hint="--kwargs",
+                param_hint=flag,
             )
         if key in kwargs:
-            raise typer.BadParameter(f"{key!r} is given twice; pass each key once.", param_hint="--kwargs")
+            raise typer.BadParameter(f"{key!r} is given twice; pass each key once.", param_hint=flag)
         try:
             value = json.loads(raw)
         except ValueError:
@@ -215,7 +215,7 @@ def handle_errors(func: Any) -> Any:
     import functools  # noqa: PLC0415
     import inspect  # noqa: PLC0415
 
-    from envgym.errors import EnvgymError, InvalidKwargsError  # noqa: PLC0415
+    from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, UnknownAgentError  # noqa: PLC0415
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -223,7 +223,7 @@ def handle_errors(func: Any) -> Any:
             return func(*args, **kwargs)
         except typer.BadParameter as err:
             fail(err.format_message(), EXIT_USAGE)
-        except (UnknownEnvError, InvalidKwargsError) as err:
+        except (UnknownEnvError, UnknownAgentError, InvalidKwargsError, ConfigError) as err:
             fail(str(err), EXIT_USAGE)
         except EnvgymError as err:
             fail(str(err), EXIT_FAILED)

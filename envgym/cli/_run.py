@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import math
-import statistics
 import time
-from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -27,58 +25,30 @@ from envgym.cli._common import (
     progress_bar,
     select_spec,
 )
-from envgym.cli.agents import known_agent_specs, parse_agent_spec
-from envgym.errors import EnvgymError, NotAvailableError, suggest
+from envgym.cli.agents import check_agent_spec, known_agent_specs, parse_agent_spec
+from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
 
-__all__ = ["run_command", "run_all_command", "summarize", "run_one"]
+__all__ = ["run_command", "run_all_command", "run_one"]
 
 DEFAULT_ALL_AGENTS = ("oracle", "random")
 
 
-def summarize(results: Sequence[Any], wall_time_s: float) -> dict[str, Any]:
-    """Aggregate :class:`envgym.rollout.EpisodeResult` records into the numbers a report shows.
-
-    Keys: episodes, success_rate, mean_return, std_return, mean_turns, steps, invalid_actions
-    (total), invalid_per_episode, mean_reward_components, termination_reasons, wall_time_s,
-    steps_per_s.
-    """
-    n = len(results)
-    returns = [r.total_reward for r in results]
-    turns = [r.turns for r in results]
-    invalid = [r.invalid_actions for r in results]
-    keys: list[str] = []
-    for r in results:
-        keys.extend(k for k in r.reward_components if k not in keys)
-    components = {k: (math.fsum(r.reward_components.get(k, 0.0) for r in results) / n if n else 0.0) for k in keys}
-    steps = sum(turns)
+def _episode_record(t: Any) -> dict[str, Any]:
     return {
-        "episodes": n,
-        "success_rate": (sum(1 for r in results if r.success) / n) if n else None,
-        "mean_return": statistics.fmean(returns) if n else None,
-        "std_return": statistics.pstdev(returns) if n else None,
-        "mean_turns": statistics.fmean(turns) if n else None,
-        "steps": steps,
-        "invalid_actions": sum(invalid),
-        "invalid_per_episode": (sum(invalid) / n) if n else None,
-        "mean_reward_components": components,
-        "termination_reasons": dict(Counter(r.termination_reason for r in results)),
-        "wall_time_s": round(wall_time_s, 4),
-        "steps_per_s": round(steps / wall_time_s, 1) if wall_time_s > 0 else None,
-    }
-
-
-def _episode_record(r: Any) -> dict[str, Any]:
-    return {
-        "episode_id": r.episode_id,
-        "seed": r.seed,
-        "task_id": r.task_id,
-        "success": r.success,
-        "return": r.total_reward,
-        "turns": r.turns,
-        "invalid_actions": r.invalid_actions,
-        "termination_reason": r.termination_reason,
-        "reward_components": dict(r.reward_components),
-        "wall_time_s": round(r.wall_time_s, 6),
+        "episode_id": t.episode_id,
+        "seed": t.seed,
+        "group": t.group,
+        "member": t.member,
+        "task_id": t.task_id,
+        "success": t.success,
+        "return": t.total_reward,
+        "turns": t.num_turns,
+        "invalid_actions": t.invalid_actions,
+        "termination_reason": t.termination_reason,
+        "attempts": t.attempts,
+        "error": t.error,
+        "reward_components": dict(t.reward_components),
+        "wall_time_s": round(t.wall_time_s, 6),
     }
 
 
@@ -92,25 +62,19 @@ def run_one(
     num_envs: int = 8,
     on_episode_end: Any = None,
 ) -> tuple[dict[str, Any], list[Any]]:
-    """Run ``episodes`` of ``env_id`` with the agent named by ``agent_spec``; return (summary, results)."""
-    from envgym.rollout import run_episodes  # noqa: PLC0415
+    """Run ``episodes`` of ``env_id`` in this process with the agent named by ``agent_spec``;
+    return (summary, trajectories). Nothing is written to disk."""
+    from envgym.rollout import RunConfig, Runner  # noqa: PLC0415
 
+    config = RunConfig(
+        env_id=env_id, agent=agent_spec, episodes=episodes, seed=seed, env_kwargs=dict(env_kwargs or {}), num_envs=num_envs
+    )
     agent = parse_agent_spec(agent_spec, seed=seed)
-    started = time.perf_counter()
     try:
-        results = run_episodes(
-            env_id,
-            agent,
-            episodes=episodes,
-            seed=seed,
-            env_kwargs=env_kwargs,
-            num_envs=num_envs,
-            on_episode_end=on_episode_end,
-        )
+        result = Runner(config, agent, on_episode_end=on_episode_end).run()
     finally:
         agent.close()
-    summary = summarize(results, time.perf_counter() - started)
-    return {"env_id": env_id, "agent": agent_spec, "seed": seed, "kwargs": dict(env_kwargs or {}), **summary}, results
+    return {**result.summary, "kwargs": dict(env_kwargs or {})}, result.trajectories
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -124,12 +88,18 @@ def _print_run(summary: dict[str, Any]) -> None:
     table.add_column("metric", style="bold", no_wrap=True)
     table.add_column("value", justify="right")
     rows = [
-        ("episodes", str(summary["episodes"])),
+        ("episodes", f"{summary['episodes']} ({summary['scored']} scored)"),
         ("success rate", fmt_float(summary["success_rate"])),
         ("mean return", fmt_float(summary["mean_return"])),
         ("std return", fmt_float(summary["std_return"])),
         ("mean turns", fmt_float(summary["mean_turns"], 2)),
         ("invalid actions", f"{summary['invalid_actions']} ({fmt_float(summary['invalid_per_episode'], 2)}/episode)"),
+    ]
+    if summary.get("format_error_rate") is not None:
+        rows.append(("format errors", f"{summary['format_error_rate']:.1%} of replies"))
+    if summary.get("completion_tokens"):
+        rows.append(("tokens (prompt/completion)", f"{summary['prompt_tokens']}/{summary['completion_tokens']}"))
+    rows += [
         ("steps", str(summary["steps"])),
         ("wall time (s)", f"{summary['wall_time_s']:.3f}"),
         ("steps/s", fmt_float(summary["steps_per_s"], 0)),
@@ -138,9 +108,39 @@ def _print_run(summary: dict[str, Any]) -> None:
         rows.append((f"mean {key}", fmt_float(value)))
     reasons = ", ".join(f"{k}: {v}" for k, v in sorted(summary["termination_reasons"].items()))
     rows.append(("termination reasons", reasons or "-"))
+    infra = summary.get("infra_errors") or {}
+    rows.append(("infrastructure errors", ", ".join(f"{k}: {v}" for k, v in sorted(infra.items())) or "none"))
+    if summary.get("retries"):
+        rows.append(("retried attempts", str(summary["retries"])))
     for key, value in rows:
         table.add_row(key, value)
     console.print(table)
+
+
+def _run_progress(console: Any) -> Any:
+    from rich.progress import (  # noqa: PLC0415
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("[progress.description]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("success {task.fields[success]}"),
+        TextColumn("errors {task.fields[errors]}"),
+        TextColumn("{task.fields[turns_per_s]} turns/s"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        disable=not console.is_terminal,
+    )
 
 
 @handle_errors
@@ -152,17 +152,58 @@ def run_command(
             "--agent", "-a", help=f"Agent spec: {known_agent_specs()}. Default: random ('all': oracle and random)."
         ),
     ] = None,
-    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to run.")] = 10,
-    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of episode 0; episode i uses seed + i.")] = 0,
+    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to run (a multiple of --group-size).")] = 10,
+    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the first group; group g plays seed + g.")] = 0,
     kwargs: Annotated[
         list[str] | None,
         typer.Option("--kwargs", "-k", help="Environment argument key=value (repeatable); values parse as JSON."),
     ] = None,
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Episodes played at the same time.")] = 8,
+    num_envs: Annotated[int, typer.Option("--num-envs", help="Environment instances (episodes at the same time).")] = 8,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker processes / Ray actors (process, ray).")] = 1,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="Where environments run: inproc, process or ray.")
+    ] = "inproc",
+    mode: Annotated[
+        str, typer.Option("--mode", help="lockstep (one batched agent call per turn) or async (a thread per episode).")
+    ] = "lockstep",
+    group_size: Annotated[int, typer.Option("--group-size", "-g", help="Episodes per seed (group rollouts).")] = 1,
+    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Harness turn limit per episode.")] = None,
+    max_retries: Annotated[int, typer.Option("--max-retries", help="Restarts after an infrastructure error.")] = 2,
+    episode_timeout: Annotated[
+        float | None, typer.Option("--episode-timeout", help="Seconds per episode attempt.")
+    ] = None,
+    step_timeout: Annotated[
+        float | None, typer.Option("--step-timeout", help="Seconds per env call (process, ray backends).")
+    ] = None,
+    agent_timeout: Annotated[float | None, typer.Option("--agent-timeout", help="Seconds per agent call.")] = None,
+    agent_options: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent-option", "-o", help="Agent argument key=value (repeatable; temperature=0.7, max_new_tokens=64)."
+        ),
+    ] = None,
+    history: Annotated[
+        str, typer.Option("--history", help="Chat history kept for chat agents: full, last_k, summary or none.")
+    ] = "full",
+    last_k: Annotated[int, typer.Option("--last-k", help="Turns kept with --history last_k/summary.")] = 4,
+    token_budget: Annotated[
+        int | None, typer.Option("--token-budget", help="Completion tokens per episode (chat agents).")
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Run folder: records written as each episode ends; re-run to resume."),
+    ] = None,
     per_episode: Annotated[bool, typer.Option("--per-episode", help="With --json: include every episode.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
-    """Run an agent for some episodes of an environment and print a results table."""
+    """Run an agent for some episodes of an environment and print a results table.
+
+    With --out DIR every episode is written to DIR/episodes.jsonl the moment it ends, with the
+    resolved configuration, package versions and git commit; running the same command again
+    resumes (finished episodes are skipped; a changed configuration is refused).
+    """
+    from envgym.rollout import PromptConfig, RunConfig, Runner  # noqa: PLC0415
+
     if env_id == "all":
         if kwargs:
             fail("--kwargs applies to one environment; it cannot be used with 'all'.", EXIT_USAGE)
@@ -178,27 +219,70 @@ def run_command(
     _check_positive("--episodes", episodes)
     _check_positive("--num-envs", num_envs)
     env_kwargs = parse_kwargs(kwargs)
+    options = parse_kwargs(agent_options, flag="--agent-option")
     spec = select_spec(env_id, None, allowed=("gymnasium",))
     agent_spec = agent or "random"
-    parse_agent_spec(agent_spec, seed=seed)  # validate before any environment is built
+    check_agent_spec(agent_spec)  # a typo fails before any environment or model loads
+    config = RunConfig(
+        env_id=spec.id,
+        agent=agent_spec,
+        agent_options=options,
+        episodes=episodes,
+        seed=seed,
+        group_size=group_size,
+        env_kwargs=env_kwargs,
+        max_turns=max_turns,
+        num_envs=num_envs,
+        backend=backend,
+        workers=workers,
+        mode=mode,
+        max_retries=max_retries,
+        episode_timeout_s=episode_timeout,
+        step_timeout_s=step_timeout,
+        agent_timeout_s=agent_timeout,
+        prompt=PromptConfig(history=history, last_k=last_k, token_budget=token_budget),
+    )
     console = err_console()
-    with progress_bar(console) as progress:
-        task = progress.add_task(f"{spec.id} · {agent_spec}", total=episodes)
-        summary, results = run_one(
-            spec.id,
-            agent_spec,
-            episodes=episodes,
-            seed=seed,
-            env_kwargs=env_kwargs,
-            num_envs=num_envs,
-            on_episode_end=lambda _result: progress.advance(task),
-        )
+    counts = {"ended": 0, "success": 0, "errors": 0, "turns": 0}
+    started = time.perf_counter()
+    with _run_progress(console) as progress:
+        task = progress.add_task(f"{spec.id} · {agent_spec}", total=episodes, success="-", errors=0, turns_per_s="-")
+
+        def on_turns(n: int) -> None:
+            counts["turns"] += n
+            elapsed = time.perf_counter() - started
+            progress.update(task, turns_per_s=f"{counts['turns'] / elapsed:.0f}" if elapsed > 0 else "-")
+
+        def on_episode_end(t: Any) -> None:
+            counts["ended"] += 1
+            if t.scored:
+                counts["success"] += bool(t.success)
+            else:
+                counts["errors"] += 1
+            scored = counts["ended"] - counts["errors"]
+            rate = f"{counts['success'] / scored:.0%}" if scored else "-"
+            progress.update(task, advance=1, success=rate, errors=counts["errors"])
+
+        runner = Runner(config, out=out, on_episode_end=on_episode_end, on_turns=on_turns)
+        try:
+            result = runner.run()
+        except (KeyboardInterrupt, StopRun) as err:
+            progress.stop()
+            where = f" in {out}; run the same command again to resume" if out else " (not saved: use --out DIR to resume)"
+            what = "stopped" if isinstance(err, StopRun) else "interrupted"
+            console.print(f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded{escape(where)}.", soft_wrap=True)
+            raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
+    summary = {**result.summary, "kwargs": dict(env_kwargs), "config": config.to_dict()}
+    if out is not None:
+        summary["out"] = str(out)
     if as_json:
         if per_episode:
-            summary["per_episode"] = [_episode_record(r) for r in results]
+            summary["per_episode"] = [_episode_record(t) for t in result.trajectories]
         echo_json(summary)
     else:
         _print_run(summary)
+        if out is not None:
+            out_console().print(f"records: {escape(str(Path(out) / 'episodes.jsonl'))}")
 
 
 def _run_all(

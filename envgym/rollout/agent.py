@@ -29,8 +29,11 @@ class AgentInput:
         turn: number of actions taken so far in the episode.
         messages: chat history prepared by the prompting layer (empty when unused).
         sample_action: the environment's ``sample_action(rng)`` (a random, valid-when-possible
-            action for the current state) when the env runs in this process, else ``None``.
+            action for the current state) when the env runs in this process; for envs in worker
+            processes a callable returning an action the worker sampled; ``None`` when unknown.
             Baselines use it on envs whose action set is infinite; learning agents ignore it.
+        max_new_tokens: the most completion tokens this turn may use (what is left of the
+            episode's token budget), or ``None`` for the agent's own limit.
     """
 
     episode_id: str
@@ -40,35 +43,68 @@ class AgentInput:
     turn: int
     messages: tuple[dict[str, str], ...] = ()
     sample_action: Callable[[random.Random], str] | None = None
+    max_new_tokens: int | None = None
 
 
 @dataclass(slots=True)
 class AgentOutput:
-    """What the agent said. ``token_ids``/``logprobs`` are the exact sampled ones, if known."""
+    """What the agent said.
+
+    Attributes:
+        text: the completion (for a chat agent, the whole reply; the prompting layer extracts the
+            action from it) or, for a non-chat agent, the action itself.
+        token_ids: the completion's token ids exactly as sampled (no re-tokenisation), if known.
+        logprobs: the sampling log-probability of each of ``token_ids`` (same length).
+        prompt_token_ids: the prompt's token ids exactly as fed to the model, if known.
+        finish_reason: ``"stop"`` (end of message), ``"length"`` (token limit) or ``None``.
+        extra: anything else worth keeping in the trajectory (JSON-serialisable).
+    """
 
     text: str
     token_ids: list[int] | None = None
     logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = None
+    finish_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
 class Agent(abc.ABC):
-    """Batched agent. ``act`` must return exactly one output per input, in order."""
+    """Batched agent. ``act`` must return exactly one output per input, in order.
+
+    Class attributes:
+        name: shown in reports and recorded in trajectories.
+        chat: ``True`` for agents that read ``AgentInput.messages`` (chat history built by the
+            prompting layer) and whose ``text`` is a reply the action is extracted from;
+            ``False`` (default) for agents whose ``text`` is the action (solvers, scripts, random).
+        wants_sample_action: ``True`` for agents that use ``AgentInput.sample_action``; remote
+            backends then sample an action in the worker at every step (it costs time there).
+    """
 
     name: str = "agent"
+    chat: bool = False
+    wants_sample_action: bool = False
 
     @abc.abstractmethod
     def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
         """Choose the next action of every episode in ``batch``."""
 
-    def start_episode(self, episode_id: str, env_id: str, seed: int | None) -> None:  # noqa: B027 - optional hook
-        """Called before an episode's first turn."""
+    def start_episode(  # noqa: B027 - optional hook
+        self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0
+    ) -> None:
+        """Called before an episode's first turn.
+
+        ``seed`` is the environment seed; ``member`` tells apart the episodes of a group (group
+        rollouts play the same seed ``k`` times), so sampling agents seed themselves from both.
+        """
 
     def end_episode(self, episode_id: str) -> None:  # noqa: B027 - optional hook
         """Called after an episode ended (or was abandoned)."""
 
+    def reset(self) -> None:  # noqa: B027 - optional hook
+        """Forget every episode's state (a runner calls it before a run)."""
+
     def close(self) -> None:  # noqa: B027 - optional hook
-        """Release resources (models, connections)."""
+        """Release resources (models, connections). Calling it twice is harmless."""
 
 
 class Policy(abc.ABC):
@@ -87,11 +123,14 @@ class PolicyAgent(Agent):
         self.name = name
         self._policies: dict[str, Policy] = {}
 
-    def start_episode(self, episode_id: str, env_id: str, seed: int | None) -> None:
+    def start_episode(self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0) -> None:
         self._policies[episode_id] = self.factory(env_id, seed)
 
     def end_episode(self, episode_id: str) -> None:
         self._policies.pop(episode_id, None)
+
+    def reset(self) -> None:
+        self._policies.clear()
 
     def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
         outputs = []
@@ -105,20 +144,26 @@ class PolicyAgent(Agent):
 
 class RandomAgent(Agent):
     """Uniform over ``info["admissible_actions"]``; where the action set is infinite (no list),
-    the environment's own ``sample_action`` (passed in :class:`AgentInput` by in-process runners),
-    else the empty action. Seeded per episode: ``seed * 1_000_003 + episode seed``."""
+    the environment's own ``sample_action`` (passed in :class:`AgentInput` by the runners),
+    else the empty action. Seeded per episode from (agent seed, episode seed, group member)."""
 
     name = "random"
+    wants_sample_action = True
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed
         self._rngs: dict[str, random.Random] = {}
 
-    def start_episode(self, episode_id: str, env_id: str, seed: int | None) -> None:
-        self._rngs[episode_id] = random.Random(None if seed is None else self.seed * 1_000_003 + seed)
+    def start_episode(self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0) -> None:
+        self._rngs[episode_id] = random.Random(
+            None if seed is None else (self.seed * 1_000_003 + seed) * 1_009 + member
+        )
 
     def end_episode(self, episode_id: str) -> None:
         self._rngs.pop(episode_id, None)
+
+    def reset(self) -> None:
+        self._rngs.clear()
 
     def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
         outputs = []

@@ -1,43 +1,665 @@
-"""In-process, lock-step episode runner (the embedded default).
+"""The episode runner: N episodes over M environment instances, with any agent, on any backend.
 
-Every turn, the live episodes' states go to the agent in one batch, so a batched model makes one
-generation call per turn. Each episode's seed is ``seed + index``: the same arguments replay the
-same tasks.
+Two modes:
+
+* **lock-step** (default): every turn, all live episodes go to the agent in one batch, so a
+  batched model makes one generation call per turn across episodes; the environments of the batch
+  then step together (in parallel on the process and Ray backends).
+* **async**: each of ``concurrency`` threads plays its own episodes one after the other; the
+  agent sees batches of one. For agents that wait on I/O (an OpenAI-compatible server).
+
+Three backends for the environments (:mod:`envgym.rollout.pools`): in this process (``inproc``),
+a subprocess worker pool (``process``) and Ray actors (``ray``). A worker that dies is replaced
+and its episodes restarted.
+
+Episode ``i`` plays environment seed ``seed + i // group_size`` (``group_size`` episodes share a
+seed: group rollouts for GRPO), so the same configuration replays the same tasks, in any mode, on
+any backend, whether the run is interrupted and resumed or not.
+
+Infrastructure failures (the environment raising or its worker dying, the agent raising or
+returning something that is not an :class:`AgentOutput`, wall-clock limits) restart the episode
+up to ``max_retries`` times; after that the episode is recorded with its reason
+(``env_error``, ``agent_error``, ``timeout``) and left out of the scores (reported apart).
 """
 
 from __future__ import annotations
 
+import collections
+import datetime as _dt
+import logging
+import math
+import threading
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from envgym.core import TerminationReason
-from envgym.rollout.agent import Agent, AgentInput
+from envgym.errors import ConfigError, StopRun, suggest
+from envgym.rollout.agent import Agent, AgentInput, AgentOutput
+from envgym.rollout.pools import EnvFailure, EnvPool, ResetRequest, StepRequest, StepResult, make_pool
+from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
+from envgym.rollout.records import Trajectory, Turn, json_safe
+from envgym.rollout.rundir import RunFolder
+from envgym.rollout.summary import summarize
 
-__all__ = ["EpisodeResult", "run_episodes"]
+__all__ = ["RunConfig", "RunResult", "Runner", "run", "run_episodes"]
+
+log = logging.getLogger(__name__)
+
+BACKENDS = ("inproc", "process", "ray")
+MODES = ("lockstep", "async")
+#: RunConfig fields that decide what the episodes contain; resuming with one changed is refused.
+IDENTITY_KEYS = ("env_id", "env_kwargs", "agent", "seed", "group_size", "max_turns", "prompt", "agent_options")
 
 
-@dataclass(slots=True)
-class EpisodeResult:
-    """Summary and action log of one finished episode."""
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One rollout run. Validated on construction, before any environment or model loads."""
 
-    episode_id: str
     env_id: str
-    seed: int
-    task_id: str
-    actions: list[str] = field(default_factory=list)
-    rewards: list[float] = field(default_factory=list)
-    success: bool = False
-    termination_reason: str = TerminationReason.MAX_TURNS.value
-    turns: int = 0
-    invalid_actions: int = 0
-    reward_components: dict[str, float] = field(default_factory=dict)
-    wall_time_s: float = 0.0
+    """Registered environment id, e.g. ``envgym/Sokoban-v0``."""
+    agent: str | None = None
+    """Agent spec (``random``, ``oracle``, ``hf:smollm2``, ``openai:MODEL@URL``, ``human``);
+    ``None`` when the runner is given an agent object (its ``name`` is recorded)."""
+    agent_options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for the agent's constructor (``temperature``, ``max_new_tokens``, ...)."""
+    episodes: int = 10
+    """Episodes in total (a multiple of ``group_size``)."""
+    seed: int = 0
+    """Environment seed of the first group; group ``g`` plays ``seed + g``."""
+    group_size: int = 1
+    """Episodes per seed (group rollouts: GRPO samples ``k`` answers to the same task)."""
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments for ``envgym.make``."""
+    max_turns: int | None = None
+    """Harness turn limit per episode (truncates, reason ``max_turns``); ``None``: the env's own."""
+    num_envs: int = 8
+    """Environment instances (episodes played at the same time)."""
+    backend: str = "inproc"
+    """Where environments run: ``inproc`` (this process), ``process`` (worker pool) or ``ray``."""
+    workers: int = 1
+    """Worker processes or Ray actors for the ``process`` and ``ray`` backends."""
+    mode: str = "lockstep"
+    """``lockstep`` (one batched agent call per turn) or ``async`` (one thread per live episode)."""
+    max_retries: int = 2
+    """Restarts of an episode after an infrastructure failure before it is recorded as failed."""
+    episode_timeout_s: float | None = None
+    """Wall-clock limit of one episode attempt (checked between turns); ``None``: no limit."""
+    step_timeout_s: float | None = None
+    """Limit of one environment call on the process and Ray backends (the worker is replaced)."""
+    agent_timeout_s: float | None = None
+    """Limit of one agent call; the late answer is dropped and the episodes retried."""
+    prompt: PromptConfig = field(default_factory=PromptConfig)
+    """How observations become chat messages (chat agents only)."""
+    ray_address: str | None = None
+    """Address of an existing Ray cluster; ``None`` starts a local one when needed."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.env_id, str) or not self.env_id:
+            raise ConfigError(f"env_id must be a registered environment id such as 'envgym/Sokoban-v0', got {self.env_id!r}.")
+        for name in ("episodes",):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 0:
+                raise ConfigError(f"{name} must be an integer >= 0, got {value!r}.")
+        for name in ("group_size", "num_envs", "workers"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}.")
+        if not isinstance(self.seed, int):
+            raise ConfigError(f"seed must be an integer, got {self.seed!r}.")
+        if self.episodes % self.group_size:
+            raise ConfigError(
+                f"episodes ({self.episodes}) must be a multiple of group_size ({self.group_size}): every group "
+                f"plays group_size episodes; try episodes={self.episodes - self.episodes % self.group_size or self.group_size}."
+            )
+        if not isinstance(self.max_retries, int) or self.max_retries < 0:
+            raise ConfigError(f"max_retries must be an integer >= 0, got {self.max_retries!r}.")
+        if self.max_turns is not None and (not isinstance(self.max_turns, int) or self.max_turns < 1):
+            raise ConfigError(f"max_turns must be an integer >= 1 or None, got {self.max_turns!r}.")
+        for name in ("episode_timeout_s", "step_timeout_s", "agent_timeout_s"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value)):
+                raise ConfigError(f"{name} must be a positive number of seconds or None, got {value!r}.")
+        for name, options in (("backend", BACKENDS), ("mode", MODES)):
+            value = getattr(self, name)
+            if value not in options:
+                raise ConfigError(f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}.{suggest(str(value), options)}")
+        if not isinstance(self.prompt, PromptConfig):
+            raise ConfigError(f"prompt must be a PromptConfig, got {type(self.prompt).__name__}.")
+        if not isinstance(self.env_kwargs, Mapping) or not isinstance(self.agent_options, Mapping):
+            raise ConfigError("env_kwargs and agent_options must be mappings of keyword arguments.")
 
     @property
-    def total_reward(self) -> float:
-        return sum(self.rewards)
+    def groups(self) -> int:
+        return self.episodes // self.group_size
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready form (what a run folder's ``config.json`` holds)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["prompt"] = self.prompt.to_dict()
+        data["env_kwargs"] = json_safe(dict(self.env_kwargs))
+        data["agent_options"] = json_safe(dict(self.agent_options))
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown run setting {unknown[0]!r}.{suggest(unknown[0], known)} Known: {', '.join(sorted(known))}.")
+        values = dict(data)
+        if isinstance(values.get("prompt"), Mapping):
+            values["prompt"] = PromptConfig.from_dict(values["prompt"])
+        return cls(**values)
+
+
+@dataclass
+class RunResult:
+    """What :meth:`Runner.run` returns: every episode (in index order) and the summary."""
+
+    trajectories: list[Trajectory]
+    summary: dict[str, Any]
+    path: Path | None = None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
+
+
+class _Live:
+    """One live episode attempt."""
+
+    __slots__ = ("index", "slot", "traj", "obs", "info", "conv", "t0", "sampled", "done")
+
+    def __init__(self, index: int, slot: int, traj: Trajectory) -> None:
+        self.index = index
+        self.slot = slot
+        self.traj = traj
+        self.obs = ""
+        self.info: dict[str, Any] = {}
+        self.conv: Conversation | None = None
+        self.t0 = time.perf_counter()
+        self.sampled: str | None = None
+        self.done = False
+
+
+class _Failure(Exception):
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def _check_output(output: Any) -> str | None:
+    """Why ``output`` is not a usable :class:`AgentOutput`, or ``None``."""
+    if not isinstance(output, AgentOutput):
+        return f"expected an AgentOutput, got {type(output).__name__}: {output!r:.200}"
+    if not isinstance(output.text, str):
+        return f"AgentOutput.text must be a str, got {type(output.text).__name__}: {output.text!r:.200}"
+    if output.token_ids is not None and output.logprobs is not None and len(output.token_ids) != len(output.logprobs):
+        return f"token_ids ({len(output.token_ids)}) and logprobs ({len(output.logprobs)}) differ in length"
+    return None
+
+
+class Runner:
+    """Runs the episodes of a :class:`RunConfig`.
+
+    Args:
+        config: the run.
+        agent: an agent object; ``None`` builds one from ``config.agent`` (a spec).
+        out: a run folder to write into (and resume from); ``None`` keeps records in memory only.
+        on_episode_end: called with every recorded :class:`Trajectory` (from the runner's thread;
+            in async mode from worker threads, one at a time).
+        on_turns: called with the number of turns just played (progress bars: turns/s).
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        agent: Agent | None = None,
+        *,
+        out: str | Path | None = None,
+        on_episode_end: Callable[[Trajectory], None] | None = None,
+        on_turns: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config
+        self._agent = agent
+        self.out = Path(out) if out is not None else None
+        self.on_episode_end = on_episode_end
+        self.on_turns = on_turns
+        self._lock = threading.Lock()
+        self._errors: dict[int, list[str]] = {}
+        self._done: dict[int, Trajectory] = {}
+        self._folder: RunFolder | None = None
+        self._stop = threading.Event()
+        self._env_version: int | None = None
+        self._agent_name = config.agent or "agent"
+
+    # -- public -----------------------------------------------------------------------------
+    def run(self) -> RunResult:
+        """Play every episode not already recorded in the run folder; return all of them."""
+        from envgym.registration import spec  # noqa: PLC0415
+
+        cfg = self.config
+        env_spec = spec(cfg.env_id)  # unknown ids fail here, before anything loads
+        if env_spec.kind != "gymnasium":
+            raise ConfigError(f"{cfg.env_id!r} is a multi-agent ({env_spec.kind}) environment; the runner plays single-agent ids.")
+        self._env_version = env_spec.version
+        # Build one environment here first: bad kwargs or a missing extra are usage errors, not
+        # env_errors of every episode.
+        from envgym.registration import make  # noqa: PLC0415
+
+        make(cfg.env_id, **dict(cfg.env_kwargs)).close()
+        if self.out is not None:
+            self._folder = RunFolder(self.out, cfg.to_dict(), IDENTITY_KEYS)
+            self._done = {i: t for i, t in self._folder.finished.items() if i < cfg.episodes}
+        todo = [i for i in range(cfg.episodes) if i not in self._done]
+        started = time.perf_counter()
+        agent = self._agent if self._agent is not None else self._build_agent()
+        self._agent_name = cfg.agent or getattr(agent, "name", type(agent).__name__)
+        if agent.chat and cfg.prompt.history == "summary":
+            cfg.prompt.load_summarizer()  # a bad hook path fails before any episode runs
+        try:
+            if todo:
+                agent.reset()
+                slots = max(1, min(cfg.num_envs, len(todo)))
+                pool = make_pool(
+                    cfg.env_id,
+                    dict(cfg.env_kwargs),
+                    num_slots=slots,
+                    backend=cfg.backend,
+                    workers=cfg.workers,
+                    step_timeout_s=cfg.step_timeout_s,
+                    ray_address=cfg.ray_address,
+                )
+                try:
+                    if cfg.mode == "lockstep":
+                        self._run_lockstep(agent, pool, todo)
+                    else:
+                        self._run_async(agent, pool, todo)
+                finally:
+                    pool.close()
+        finally:
+            if self._agent is None:
+                agent.close()
+            if self._folder is not None:
+                self._folder.close()
+        trajectories = [self._done[i] for i in sorted(self._done)]
+        summary = summarize(trajectories, time.perf_counter() - started)
+        summary = {"env_id": cfg.env_id, "agent": self._agent_name, "seed": cfg.seed, **summary}
+        if self._folder is not None:
+            self._folder.write_summary(summary)
+        return RunResult(trajectories, summary, self.out)
+
+    # -- agent ------------------------------------------------------------------------------
+    def _build_agent(self) -> Agent:
+        from envgym.rollout.specs import make_agent  # noqa: PLC0415
+
+        return make_agent(self.config.agent or "random", seed=self.config.seed, **dict(self.config.agent_options))
+
+    def _call_agent(self, agent: Agent, inputs: list[AgentInput]) -> list[AgentOutput]:
+        limit = self.config.agent_timeout_s
+        if limit is None:
+            return agent.act(inputs)
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["out"] = agent.act(inputs)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller's thread
+                box["err"] = err
+
+        thread = threading.Thread(target=target, name="envgym-agent-call", daemon=True)
+        thread.start()
+        thread.join(limit)
+        if thread.is_alive():
+            raise _Failure(TerminationReason.TIMEOUT.value, f"the agent did not answer within {limit:g} s")
+        if "err" in box:
+            raise box["err"]
+        return box["out"]
+
+    def _ask(self, agent: Agent, inputs: list[AgentInput]) -> list[Any]:
+        """The agent's outputs for ``inputs``, or one :class:`_Failure` per input when the call
+        raised, timed out or returned the wrong number of outputs."""
+        try:
+            outputs = self._call_agent(agent, inputs)
+        except _Failure as err:
+            return [err] * len(inputs)
+        except (KeyboardInterrupt, StopRun):
+            raise
+        except Exception as err:  # noqa: BLE001 - any agent crash is an agent_error, the run goes on
+            return [_Failure(TerminationReason.AGENT_ERROR.value, f"{type(err).__name__}: {err}")] * len(inputs)
+        if not isinstance(outputs, Sequence) or isinstance(outputs, str) or len(outputs) != len(inputs):
+            count = len(outputs) if isinstance(outputs, Sequence) else type(outputs).__name__
+            message = f"the agent returned {count} outputs for {len(inputs)} inputs"
+            return [_Failure(TerminationReason.AGENT_ERROR.value, message)] * len(inputs)
+        return list(outputs)
+
+    # -- episode bookkeeping ------------------------------------------------------------------
+    def _new_attempt(self, index: int, slot: int) -> _Live:
+        cfg = self.config
+        group, member = divmod(index, cfg.group_size)
+        traj = Trajectory(
+            episode_id=f"{index:06d}",
+            index=index,
+            env_id=cfg.env_id,
+            seed=cfg.seed + group,
+            agent=self._agent_name,
+            env_kwargs=json_safe(dict(cfg.env_kwargs)),
+            group=group,
+            member=member,
+            started_at=_now(),
+        )
+        return _Live(index, slot, traj)
+
+    def _started(self, agent: Agent, live: _Live, result: StepResult) -> None:
+        live.obs = result.observation
+        live.info = result.info
+        live.sampled = result.sampled_action
+        live.traj.task = json_safe(dict(result.info.get("task") or {}))
+        live.traj.reward_components = dict.fromkeys(result.info.get("reward_components") or {}, 0.0)
+        live.t0 = time.perf_counter()
+        agent.start_episode(live.traj.episode_id, self.config.env_id, live.traj.seed, member=live.traj.member)
+        if agent.chat:
+            live.conv = Conversation(self.config.prompt, self.config.env_id, result.observation, result.info)
+
+    def _fail(self, agent: Agent, live: _Live, kind: str, message: str) -> bool:
+        """Record a failed attempt. Returns True when the episode should be tried again."""
+        live.done = True
+        try:
+            agent.end_episode(live.traj.episode_id)
+        except Exception:  # noqa: BLE001 - the agent is already misbehaving; keep the run going
+            log.exception("agent.end_episode failed for episode %s", live.traj.episode_id)
+        with self._lock:
+            errors = self._errors.setdefault(live.index, [])
+            errors.append(f"{kind}: {message}")
+            retry = len(errors) <= self.config.max_retries and not self._stop.is_set()
+        log.warning("episode %s attempt %d: %s: %s", live.traj.episode_id, len(errors), kind, message)
+        if not retry and not self._stop.is_set():
+            traj = live.traj
+            traj.termination_reason = kind
+            traj.errors = list(errors)
+            traj.attempts = len(errors)
+            traj.success = False
+            self._finish(traj, live)
+        return retry
+
+    def _finish(self, traj: Trajectory, live: _Live) -> None:
+        traj.wall_time_s = time.perf_counter() - live.t0
+        traj.finished_at = _now()
+        with self._lock:
+            errors = self._errors.pop(live.index, [])
+            if traj.scored:
+                traj.errors = errors
+                traj.attempts = len(errors) + 1
+            self._done[live.index] = traj
+            if self._folder is not None:
+                self._folder.append(traj)
+            if self.on_episode_end is not None:
+                self.on_episode_end(traj)
+
+    def _input(self, pool: EnvPool, live: _Live) -> AgentInput:
+        sample: Callable[[Any], str] | None
+        env = pool.slot_env(live.slot)
+        if env is not None:
+            sample = getattr(env.unwrapped, "sample_action", None)
+        elif live.sampled is not None:
+            sampled = live.sampled
+            sample = lambda _rng: sampled  # noqa: E731 - the worker already sampled it
+        else:
+            sample = None
+        conv = live.conv
+        return AgentInput(
+            live.traj.episode_id,
+            self.config.env_id,
+            live.obs,
+            live.info,
+            len(live.traj.turns),
+            conv.messages() if conv is not None else (),
+            sample,
+            conv.remaining_tokens if conv is not None else None,
+        )
+
+    # -- one turn of a batch of live episodes ---------------------------------------------------
+    def _turn(self, agent: Agent, pool: EnvPool, batch: list[_Live]) -> list[tuple[_Live, str | None, str | None]]:
+        """Play one turn of every episode in ``batch``.
+
+        Returns ``(live, failure kind, message)`` for the episodes that failed (kind ``None`` for
+        the others); ended episodes are recorded here and flagged ``live.done``.
+        """
+        cfg = self.config
+        failures: list[tuple[_Live, str | None, str | None]] = []
+        if cfg.episode_timeout_s is not None:
+            now = time.perf_counter()
+            keep = []
+            for live in batch:
+                if now - live.t0 > cfg.episode_timeout_s:
+                    failures.append((live, TerminationReason.TIMEOUT.value, f"episode ran past episode_timeout_s={cfg.episode_timeout_s:g}"))
+                else:
+                    keep.append(live)
+            batch = keep
+            if not batch:
+                return failures
+        inputs = [self._input(pool, live) for live in batch]
+        t0 = time.perf_counter()
+        outputs: list[Any] = self._ask(agent, inputs)
+        agent_s = time.perf_counter() - t0
+        if len(batch) > 1 and any(isinstance(o, _Failure) for o in outputs) and not all(
+            isinstance(o, _Failure) and o.kind == TerminationReason.TIMEOUT.value for o in outputs
+        ):
+            # The batched call failed as a whole: ask again one episode at a time, so only the
+            # episode that makes the agent fail is charged with it.
+            outputs = [self._ask(agent, [item])[0] for item in inputs]
+            agent_s = time.perf_counter() - t0
+        stepping: list[tuple[_Live, AgentOutput, str, ParsedReply | None, tuple[dict[str, str], ...]]] = []
+        for live, output, item in zip(batch, outputs, inputs, strict=True):
+            if isinstance(output, _Failure):
+                failures.append((live, output.kind, output.message))
+                continue
+            problem = _check_output(output)
+            if problem is not None:
+                failures.append((live, TerminationReason.AGENT_ERROR.value, problem))
+                continue
+            if live.conv is not None:
+                parsed = live.conv.parse(output.text)
+                stepping.append((live, output, parsed.action, parsed, item.messages))
+            else:
+                stepping.append((live, output, output.text, None, ()))
+        if not stepping:
+            return failures
+        want = agent.wants_sample_action
+        results = pool.step([StepRequest(live.slot, action, want) for live, _, action, _, _ in stepping])
+        for (live, output, action, parsed, messages), result in zip(stepping, results, strict=True):
+            if isinstance(result, EnvFailure):
+                failures.append((live, result.kind, result.message))
+                continue
+            self._record_turn(live, output, action, parsed, messages, result, agent_s)
+            if live.done:
+                try:
+                    agent.end_episode(live.traj.episode_id)
+                except Exception:  # noqa: BLE001
+                    log.exception("agent.end_episode failed for episode %s", live.traj.episode_id)
+                self._finish(live.traj, live)
+        if self.on_turns is not None:
+            self.on_turns(len(stepping))
+        return failures
+
+    def _record_turn(
+        self,
+        live: _Live,
+        output: AgentOutput,
+        action: str,
+        parsed: ParsedReply | None,
+        messages: tuple[dict[str, str], ...],
+        result: StepResult,
+        agent_s: float,
+    ) -> None:
+        cfg = self.config
+        traj = live.traj
+        info = result.info
+        components = info.get("reward_components") or {}
+        usage = output.extra.get("usage") if isinstance(output.extra, dict) else None
+        prompt_tokens = len(output.prompt_token_ids) if output.prompt_token_ids is not None else None
+        completion_tokens = len(output.token_ids) if output.token_ids is not None else None
+        if isinstance(usage, Mapping):
+            prompt_tokens = prompt_tokens if prompt_tokens is not None else usage.get("prompt_tokens")
+            completion_tokens = completion_tokens if completion_tokens is not None else usage.get("completion_tokens")
+        chat = live.conv is not None
+        turn = Turn(
+            index=len(traj.turns),
+            observation=live.obs,
+            action=action,
+            reward=float(result.reward),
+            reward_components=dict(components),
+            action_valid=bool(info.get("action_valid", True)),
+            terminated=bool(result.terminated),
+            truncated=bool(result.truncated),
+            completion=output.text if chat else None,
+            format_ok=parsed.format_ok if parsed is not None else None,
+            messages=[dict(m) for m in messages] if chat else None,
+            prompt_token_ids=output.prompt_token_ids,
+            token_ids=output.token_ids,
+            logprobs=output.logprobs,
+            finish_reason=output.finish_reason,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            agent_s=agent_s,
+            env_s=result.env_s,
+            extra=json_safe(output.extra) if output.extra else {},
+        )
+        traj.turns.append(turn)
+        traj.total_reward += turn.reward
+        for key, value in components.items():
+            traj.reward_components[key] = traj.reward_components.get(key, 0.0) + value
+        traj.prompt_tokens += prompt_tokens or 0
+        traj.completion_tokens += completion_tokens or 0
+        if live.conv is not None and parsed is not None:
+            live.conv.record(output.text, parsed, result.observation, info, completion_tokens)
+        live.obs = result.observation
+        live.info = info
+        live.sampled = result.sampled_action
+        ended = result.terminated or result.truncated
+        reason = info.get("termination_reason")
+        if not ended and (
+            (cfg.max_turns is not None and len(traj.turns) >= cfg.max_turns)
+            or (live.conv is not None and live.conv.turns_exhausted)
+        ):
+            ended, turn.truncated, reason = True, True, TerminationReason.MAX_TURNS
+            traj.extra["truncated_by"] = "harness_max_turns"
+        if not ended and live.conv is not None and live.conv.budget_exhausted:
+            ended, turn.truncated, reason = True, True, TerminationReason.MAX_TURNS
+            traj.extra["truncated_by"] = "token_budget"
+        if not ended:
+            return
+        traj.success = bool(info.get("success", False))
+        if reason is None:  # ended by a wrapper (gymnasium.make(..., max_episode_steps=N))
+            if result.truncated:
+                reason = TerminationReason.MAX_TURNS
+            else:
+                reason = TerminationReason.SUCCESS if traj.success else TerminationReason.FAILURE
+        traj.termination_reason = str(TerminationReason(reason))
+        traj.invalid_actions = int(info.get("invalid_actions", sum(1 for t in traj.turns if not t.action_valid)))
+        traj.final_observation = result.observation
+        live.done = True
+
+    # -- lock-step ----------------------------------------------------------------------------
+    def _run_lockstep(self, agent: Agent, pool: EnvPool, todo: list[int]) -> None:
+        pending = collections.deque(todo)
+        free = list(range(pool.num_slots - 1, -1, -1))
+        live: dict[int, _Live] = {}
+        want = agent.wants_sample_action
+
+        def handle(failed: list[tuple[_Live, str | None, str | None]]) -> None:
+            for item, kind, message in failed:
+                live.pop(item.slot, None)
+                free.append(item.slot)
+                if kind is not None and self._fail(agent, item, kind, message or ""):
+                    pending.appendleft(item.index)
+
+        while pending or live:
+            if free and pending:
+                starting = []
+                while free and pending:
+                    starting.append(self._new_attempt(pending.popleft(), free.pop()))
+                results = pool.reset([ResetRequest(s.slot, s.traj.seed, None, want) for s in starting])
+                failed = []
+                for attempt, result in zip(starting, results, strict=True):
+                    if isinstance(result, EnvFailure):
+                        failed.append((attempt, result.kind, result.message))
+                    else:
+                        self._started(agent, attempt, result)
+                        live[attempt.slot] = attempt
+                handle(failed)
+                if not live:
+                    continue
+            batch = [live[s] for s in sorted(live)]
+            failed = self._turn(agent, pool, batch)
+            handle(failed)
+            for item in batch:
+                if item.done and live.get(item.slot) is item:
+                    del live[item.slot]
+                    free.append(item.slot)
+
+    # -- async --------------------------------------------------------------------------------
+    def _run_async(self, agent: Agent, pool: EnvPool, todo: list[int]) -> None:
+        queue = collections.deque(todo)
+        queue_lock = threading.Lock()
+        want = agent.wants_sample_action
+        crashed: list[BaseException] = []
+
+        def worker(slot: int) -> None:
+            try:
+                while not self._stop.is_set():
+                    with queue_lock:
+                        if not queue:
+                            return
+                        index = queue.popleft()
+                    while not self._stop.is_set():
+                        attempt = self._new_attempt(index, slot)
+                        (result,) = pool.reset([ResetRequest(slot, attempt.traj.seed, None, want)])
+                        if isinstance(result, EnvFailure):
+                            if self._fail(agent, attempt, result.kind, result.message):
+                                continue
+                            break
+                        self._started(agent, attempt, result)
+                        failure: tuple[_Live, str | None, str | None] | None = None
+                        while not attempt.done and not self._stop.is_set():
+                            failed = self._turn(agent, pool, [attempt])
+                            if failed:
+                                failure = failed[0]
+                                break
+                        if failure is not None and failure[1] is not None:
+                            if self._fail(agent, attempt, failure[1], failure[2] or ""):
+                                continue
+                        break
+            except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
+                crashed.append(err)
+                self._stop.set()
+
+        threads = [
+            threading.Thread(target=worker, args=(slot,), name=f"envgym-episode-{slot}", daemon=True)
+            for slot in range(pool.num_slots)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            for thread in threads:
+                while thread.is_alive():
+                    thread.join(0.1)
+        except KeyboardInterrupt:
+            self._stop.set()
+            for thread in threads:
+                thread.join(5.0)
+            raise
+        if crashed:
+            raise crashed[0]
+
+
+def run(config: RunConfig, agent: Agent | None = None, *, out: str | Path | None = None, **hooks: Any) -> RunResult:
+    """Shorthand for ``Runner(config, agent, out=out, **hooks).run()``."""
+    return Runner(config, agent, out=out, **hooks).run()
 
 
 def run_episodes(
@@ -48,81 +670,21 @@ def run_episodes(
     seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
     num_envs: int = 8,
-    on_episode_end: Callable[[EpisodeResult], None] | None = None,
-) -> list[EpisodeResult]:
-    """Run ``episodes`` episodes of ``env_id`` with ``agent``, ``num_envs`` at a time, in order."""
-    from envgym.registration import make  # noqa: PLC0415
+    on_episode_end: Callable[[Trajectory], None] | None = None,
+    **settings: Any,
+) -> list[Trajectory]:
+    """Run ``episodes`` episodes of ``env_id`` with an agent object, in this process, in memory.
 
-    if episodes < 0:
-        raise ValueError(f"episodes must be >= 0, got {episodes!r}.")
-    kwargs = dict(env_kwargs or {})
-    envs = [make(env_id, **kwargs) for _ in range(max(1, min(num_envs, episodes)))]
-    results: list[EpisodeResult | None] = [None] * episodes
-    next_index = 0
-    live: dict[int, tuple[Any, EpisodeResult, str, dict[str, Any], float]] = {}
+    ``settings`` are further :class:`RunConfig` fields (``group_size``, ``max_turns``,
+    ``backend``...). Returns the trajectories in episode order.
+    """
+    config = RunConfig(
+        env_id=env_id,
+        episodes=episodes,
+        seed=seed,
+        env_kwargs=dict(env_kwargs or {}),
+        num_envs=num_envs,
+        **settings,
+    )
+    return Runner(config, agent, on_episode_end=on_episode_end).run().trajectories
 
-    def start(slot: int) -> None:
-        nonlocal next_index
-        index = next_index
-        next_index += 1
-        env = envs[slot]
-        episode_seed = seed + index
-        obs, info = env.reset(seed=episode_seed)
-        episode_id = f"{index:06d}"
-        agent.start_episode(episode_id, env_id, episode_seed)
-        result = EpisodeResult(episode_id=episode_id, env_id=env_id, seed=episode_seed, task_id=str(info["task"]["id"]))
-        result.reward_components = dict.fromkeys(info["reward_components"], 0.0)
-        live[slot] = (index, result, obs, info, time.perf_counter())
-
-    try:
-        for slot in range(len(envs)):
-            if next_index < episodes:
-                start(slot)
-        while live:
-            slots = sorted(live)
-            batch = [
-                AgentInput(
-                    live[s][1].episode_id,
-                    env_id,
-                    live[s][2],
-                    live[s][3],
-                    live[s][1].turns,
-                    sample_action=getattr(envs[s].unwrapped, "sample_action", None),
-                )
-                for s in slots
-            ]
-            outputs = agent.act(batch)
-            if len(outputs) != len(batch):
-                raise RuntimeError(f"agent {agent.name!r} returned {len(outputs)} outputs for {len(batch)} inputs.")
-            for s, output in zip(slots, outputs):
-                index, result, _, _, started = live[s]
-                obs, reward, terminated, truncated, info = envs[s].step(output.text)
-                result.actions.append(output.text)
-                result.rewards.append(float(reward))
-                result.turns += 1
-                for key, value in info["reward_components"].items():
-                    result.reward_components[key] = result.reward_components.get(key, 0.0) + value
-                if terminated or truncated:
-                    result.success = bool(info["success"])
-                    reason = info["termination_reason"]
-                    if reason is None:  # ended by a wrapper (gymnasium.make(..., max_episode_steps=N))
-                        if truncated:
-                            reason = TerminationReason.MAX_TURNS
-                        else:
-                            reason = TerminationReason.SUCCESS if result.success else TerminationReason.FAILURE
-                    result.termination_reason = str(reason)
-                    result.invalid_actions = int(info["invalid_actions"])
-                    result.wall_time_s = time.perf_counter() - started
-                    results[index] = result
-                    agent.end_episode(result.episode_id)
-                    del live[s]
-                    if on_episode_end is not None:
-                        on_episode_end(result)
-                    if next_index < episodes:
-                        start(s)
-                else:
-                    live[s] = (index, result, obs, info, started)
-    finally:
-        for env in envs:
-            env.close()
-    return [r for r in results if r is not None]

@@ -1,0 +1,219 @@
+"""Trajectory and Turn records: what a run keeps of every episode.
+
+A :class:`Trajectory` is one episode; its :class:`Turn` list holds, for every action, the
+observation the agent saw, the chat messages it was sent (chat agents), its completion with the
+exact token ids and log-probs when the agent reports them, the parsed action, the reward and its
+named components, timings and token counts. Records are plain dataclasses that round-trip through
+JSON (:meth:`Trajectory.to_dict` / :meth:`Trajectory.from_dict`), one line per episode in a run
+folder's ``episodes.jsonl``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from envgym.core import TerminationReason
+
+__all__ = ["Trajectory", "Turn", "json_safe"]
+
+#: Record format version, written into every line; readers refuse newer formats.
+RECORD_VERSION = 1
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with everything JSON cannot hold turned into something it can.
+
+    Tuples and sets become lists, numpy scalars and arrays become Python numbers and lists,
+    non-finite floats become strings (``"nan"``, ``"inf"``), other objects their ``repr``.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    tolist = getattr(value, "tolist", None)  # numpy arrays and scalars, torch tensors
+    if callable(tolist):
+        return json_safe(tolist())
+    return repr(value)
+
+
+@dataclass(slots=True)
+class Turn:
+    """One action of one episode.
+
+    Attributes:
+        index: 0-based turn number.
+        observation: the observation the agent acted on.
+        action: the action sent to ``env.step`` (for chat agents, extracted from ``completion``).
+        reward: the scalar reward of the step.
+        reward_components: the step's named reward components.
+        action_valid: whether the environment accepted the action.
+        terminated: ``terminated`` returned by the step.
+        truncated: ``truncated`` returned by the step (or set by the harness's turn/token limits).
+        completion: the agent's raw reply (chat agents; ``None`` when the reply is the action).
+        format_ok: whether the reply had the action tags (chat agents; ``None`` otherwise).
+        messages: the chat messages sent for this turn (chat agents).
+        prompt_token_ids: the prompt's token ids as fed to the model, when the agent reports them.
+        token_ids: the completion's token ids exactly as sampled, when the agent reports them.
+        logprobs: one log-probability per ``token_ids`` entry.
+        finish_reason: ``"stop"``, ``"length"`` or ``None``.
+        prompt_tokens: prompt length in tokens, when known.
+        completion_tokens: completion length in tokens, when known.
+        agent_s: wall time of the agent call that produced this turn (shared by its batch).
+        env_s: time spent inside ``env.step``.
+        extra: the agent's extra fields (JSON-safe).
+    """
+
+    index: int
+    observation: str
+    action: str
+    reward: float
+    reward_components: dict[str, float]
+    action_valid: bool
+    terminated: bool = False
+    truncated: bool = False
+    completion: str | None = None
+    format_ok: bool | None = None
+    messages: list[dict[str, str]] | None = None
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    agent_s: float = 0.0
+    env_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: json_safe(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Turn:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+#: Fields of a Trajectory that are timings or dates: they differ between two runs of the same seeds.
+TIMING_FIELDS = frozenset({"wall_time_s", "started_at", "finished_at"})
+TURN_TIMING_FIELDS = frozenset({"agent_s", "env_s"})
+
+
+@dataclass(slots=True)
+class Trajectory:
+    """One episode of a run.
+
+    Attributes:
+        episode_id: unique within the run (``"000042"``: the episode's index, zero-padded).
+        index: position in the run, ``0 .. episodes-1``; ``index = group * group_size + member``.
+        env_id: the registered environment id (its version is part of the id).
+        env_kwargs: keyword arguments the environment was made with.
+        seed: the environment seed of the episode (``run seed + group``).
+        group: the group number; the episodes of a group share a seed (group rollouts, GRPO).
+        member: position within the group.
+        agent: the agent spec or name.
+        task: ``info["task"]`` at reset (id, goal, split, ...).
+        turns: every turn, in order.
+        final_observation: the observation after the last step.
+        success: ``info["success"]`` at the end.
+        termination_reason: a :class:`~envgym.core.TerminationReason` value.
+        total_reward: sum of the turns' rewards.
+        reward_components: per component, the sum over the turns.
+        invalid_actions: how many actions the environment rejected.
+        attempts: how many times the episode was started (retries after infrastructure errors).
+        errors: the infrastructure errors of every failed attempt, oldest first.
+        prompt_tokens: sum over turns, when the agent reports token counts.
+        completion_tokens: sum over turns, when the agent reports token counts.
+        wall_time_s: wall time of the final attempt.
+        started_at: UTC ISO time the final attempt started.
+        finished_at: UTC ISO time the episode ended.
+        extra: anything else (``truncated_by``: ``"harness_max_turns"`` / ``"token_budget"``).
+    """
+
+    episode_id: str
+    index: int
+    env_id: str
+    seed: int | None
+    agent: str
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    group: int = 0
+    member: int = 0
+    task: dict[str, Any] = field(default_factory=dict)
+    turns: list[Turn] = field(default_factory=list)
+    final_observation: str = ""
+    success: bool = False
+    termination_reason: str = TerminationReason.MAX_TURNS.value
+    total_reward: float = 0.0
+    reward_components: dict[str, float] = field(default_factory=dict)
+    invalid_actions: int = 0
+    attempts: int = 1
+    errors: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    wall_time_s: float = 0.0
+    started_at: str = ""
+    finished_at: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # -- derived views ------------------------------------------------------------------------
+    @property
+    def num_turns(self) -> int:
+        return len(self.turns)
+
+    @property
+    def actions(self) -> list[str]:
+        return [t.action for t in self.turns]
+
+    @property
+    def rewards(self) -> list[float]:
+        return [t.reward for t in self.turns]
+
+    @property
+    def task_id(self) -> str:
+        return str(self.task.get("id", ""))
+
+    @property
+    def scored(self) -> bool:
+        """False for episodes ended by an infrastructure failure (reported apart, never a zero)."""
+        return not TerminationReason(self.termination_reason).is_infrastructure
+
+    @property
+    def error(self) -> str | None:
+        """The last infrastructure error of an unscored episode, else ``None``."""
+        return self.errors[-1] if (self.errors and not self.scored) else None
+
+    # -- serialisation ------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"record_version": RECORD_VERSION}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = [t.to_dict() for t in value] if f.name == "turns" else json_safe(value)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        version = data.get("record_version", RECORD_VERSION)
+        if not isinstance(version, int) or version > RECORD_VERSION:
+            raise ValueError(
+                f"trajectory record_version {version!r} is newer than this envgym reads ({RECORD_VERSION}); "
+                "upgrade envgym to read this run."
+            )
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["turns"] = [Turn.from_dict(t) for t in data.get("turns", [])]
+        return cls(**values)
+
+    def comparable(self) -> dict[str, Any]:
+        """``to_dict()`` without timings and dates: equal for two runs of the same seeds."""
+        data = self.to_dict()
+        for key in TIMING_FIELDS:
+            data.pop(key, None)
+        for turn in data["turns"]:
+            for key in TURN_TIMING_FIELDS:
+                turn.pop(key, None)
+        return data

@@ -1,0 +1,335 @@
+"""Run folders: where a run's records live, how it resumes, and how it is read back.
+
+A run folder holds
+
+* ``config.json``: the resolved run configuration (what decides the episodes' content);
+* ``meta.json``: envgym and package versions, Python, platform, the git commit of the envgym
+  source tree (when it is a git checkout), the command line, and one entry per session that
+  wrote into the folder;
+* ``episodes.jsonl``: one :class:`~envgym.rollout.records.Trajectory` per line, appended and
+  flushed to disk the moment each episode ends, so a crash loses only the live episodes;
+* ``summary.json``: the summary of the last completed session.
+
+Re-running into the same folder resumes: finished episodes are skipped, episodes that ended by an
+infrastructure failure are run again, and a changed configuration is refused (the message lists
+what changed). :func:`load_run` returns a pandas DataFrame; :func:`export_parquet` writes Parquet.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib.metadata
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from envgym.errors import ConfigError, MissingDependencyError
+from envgym.rollout.records import Trajectory, json_safe
+
+__all__ = [
+    "RunFolder",
+    "export_parquet",
+    "load_run",
+    "load_trajectories",
+    "package_versions",
+    "git_commit",
+]
+
+CONFIG_FILE = "config.json"
+META_FILE = "meta.json"
+EPISODES_FILE = "episodes.jsonl"
+SUMMARY_FILE = "summary.json"
+
+#: Distributions whose versions a run records (looked up without importing them).
+TRACKED_PACKAGES = (
+    "envgym",
+    "gymnasium",
+    "pettingzoo",
+    "numpy",
+    "torch",
+    "transformers",
+    "accelerate",
+    "peft",
+    "vllm",
+    "ray",
+    "httpx",
+    "pandas",
+    "textworld",
+)
+
+
+def package_versions(names: Iterable[str] = TRACKED_PACKAGES) -> dict[str, str]:
+    """Installed versions of ``names`` (missing ones left out), read from package metadata."""
+    versions = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return versions
+
+
+def git_commit(path: str | os.PathLike[str] | None = None) -> dict[str, Any] | None:
+    """``{"commit": sha, "dirty": bool}`` of the git checkout holding ``path`` (default: envgym's
+    source), or ``None`` when it is not a git checkout or git is missing."""
+    where = Path(path) if path is not None else Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=where,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": sha, "dirty": bool(status.strip())} if sha else None
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key, "<absent>") != new.get(key, "<absent>"):
+            lines.append(f"{key}: {old.get(key, '<absent>')!r} -> {new.get(key, '<absent>')!r}")
+    return lines
+
+
+def _read_records(path: Path, *, repair: bool = False) -> list[Trajectory]:
+    """Read ``episodes.jsonl``. A last line cut short by a crash is dropped (and, with ``repair``,
+    cut off the file so appends start on a clean line); a bad line elsewhere is an error."""
+    if not path.exists():
+        return []
+    raw = path.read_bytes()
+    records: list[Trajectory] = []
+    good_end = 0
+    offset = 0
+    for line in raw.splitlines(keepends=True):
+        end = offset + len(line)
+        complete = line.endswith(b"\n")
+        try:
+            data = json.loads(line) if line.strip() else None
+        except json.JSONDecodeError as err:
+            if not complete and end == len(raw):  # torn final line from an interrupted write
+                break
+            raise ConfigError(f"{path}: line {len(records) + 1} is not valid JSON ({err}); the file is damaged.") from err
+        if data is not None:
+            if not complete:  # valid JSON without its newline: the write was cut just before it
+                break
+            records.append(Trajectory.from_dict(data))
+        good_end = end
+        offset = end
+    if repair and good_end < len(raw):
+        with path.open("r+b") as f:
+            f.truncate(good_end)
+    return records
+
+
+def _latest_by_index(records: Iterable[Trajectory]) -> dict[int, Trajectory]:
+    latest: dict[int, Trajectory] = {}
+    for record in records:  # later lines supersede earlier ones (a re-run of a failed episode)
+        latest[record.index] = record
+    return latest
+
+
+class RunFolder:
+    """A run folder opened for writing.
+
+    Args:
+        path: the folder (created if missing).
+        config: the resolved, JSON-serialisable run configuration.
+        identity_keys: the keys of ``config`` that decide what the episodes contain; resuming
+            with any of them changed is refused. Other keys (episodes, workers, backend...) may
+            change between sessions.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any], identity_keys: Iterable[str]) -> None:
+        self.path = Path(path)
+        self.config = json_safe(dict(config))
+        self.identity_keys = tuple(identity_keys)
+        self._lock = threading.Lock()
+        self._file: Any = None
+        self.path.mkdir(parents=True, exist_ok=True)
+        config_path = self.path / CONFIG_FILE
+        if config_path.exists():
+            try:
+                old = json.loads(config_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise ConfigError(f"{config_path} is not valid JSON ({err}); remove the folder or pick another --out.") from err
+            old_identity = {k: old.get(k) for k in self.identity_keys}
+            new_identity = {k: self.config.get(k) for k in self.identity_keys}
+            if old_identity != new_identity:
+                changes = "; ".join(_config_diff(old_identity, new_identity))
+                raise ConfigError(
+                    f"{self.path} holds a run with a different configuration ({changes}). Resume it with the same "
+                    "settings, or write this run into another folder (--out)."
+                )
+        self.previous = _latest_by_index(_read_records(self.path / EPISODES_FILE, repair=True))
+        tmp = config_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(self.config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, config_path)
+        self._write_meta()
+
+    @property
+    def finished(self) -> dict[int, Trajectory]:
+        """Episodes already recorded with a scored ending, by index (these are skipped)."""
+        return {i: t for i, t in self.previous.items() if t.scored}
+
+    def _write_meta(self) -> None:
+        meta_path = self.path / META_FILE
+        meta: dict[str, Any] = {}
+        if meta_path.exists():
+            try:
+                meta = json.loads(meta_path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError:
+                meta = {}
+        session = {
+            "started_at": _now(),
+            "argv": list(sys.argv),
+            "resumed_from": len(self.previous),
+        }
+        meta.setdefault("created_at", session["started_at"])
+        meta.update(
+            {
+                "python": sys.version.split()[0],
+                "platform": platform.platform(),
+                "packages": package_versions(),
+                "git": git_commit(),
+            }
+        )
+        meta.setdefault("sessions", []).append(session)
+        tmp = meta_path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, meta_path)
+
+    def append(self, trajectory: Trajectory) -> None:
+        """Write one finished episode and push it to disk before returning (thread-safe)."""
+        line = json.dumps(trajectory.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
+        data = line.encode("utf-8")
+        with self._lock:
+            if self._file is None:
+                self._file = (self.path / EPISODES_FILE).open("ab")
+            self._file.write(data)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def write_summary(self, summary: Mapping[str, Any]) -> None:
+        tmp = self.path / (SUMMARY_FILE + ".tmp")
+        tmp.write_text(json.dumps(json_safe(dict(summary)), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(tmp, self.path / SUMMARY_FILE)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+
+def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
+    """Every episode of the run folder ``path`` (the latest record of each), in index order."""
+    folder = Path(path)
+    if not (folder / EPISODES_FILE).exists() and not (folder / CONFIG_FILE).exists():
+        raise ConfigError(f"{folder} is not a run folder (no {EPISODES_FILE} or {CONFIG_FILE} in it).")
+    latest = _latest_by_index(_read_records(folder / EPISODES_FILE))
+    return [latest[i] for i in sorted(latest)]
+
+
+def _pandas() -> Any:
+    try:
+        import pandas  # noqa: PLC0415
+    except ImportError as err:
+        raise MissingDependencyError('loading runs as tables needs pandas: pip install "envgym[data]"') from err
+    return pandas
+
+
+def episode_rows(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:
+    """One flat dict per episode: the columns of :func:`load_run`."""
+    rows = []
+    for t in trajectories:
+        row: dict[str, Any] = {
+            "episode_id": t.episode_id,
+            "index": t.index,
+            "env_id": t.env_id,
+            "seed": t.seed,
+            "group": t.group,
+            "member": t.member,
+            "agent": t.agent,
+            "task_id": t.task_id,
+            "success": t.success,
+            "total_reward": t.total_reward,
+            "turns": t.num_turns,
+            "invalid_actions": t.invalid_actions,
+            "termination_reason": t.termination_reason,
+            "scored": t.scored,
+            "attempts": t.attempts,
+            "error": t.error,
+            "prompt_tokens": t.prompt_tokens,
+            "completion_tokens": t.completion_tokens,
+            "wall_time_s": t.wall_time_s,
+        }
+        for name, value in t.reward_components.items():
+            row[f"reward/{name}"] = value
+        rows.append(row)
+    return rows
+
+
+def turn_rows(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:
+    """One flat dict per turn. Token ids and log-probs stay lists; ``messages`` and ``extra``
+    are JSON text (their shapes vary from turn to turn, which columnar formats cannot hold)."""
+    rows = []
+    for t in trajectories:
+        for turn in t.turns:
+            row = {"episode_id": t.episode_id, "index": t.index, "env_id": t.env_id, "seed": t.seed}
+            row.update(turn.to_dict())
+            components = row.pop("reward_components")
+            for name, value in components.items():
+                row[f"reward/{name}"] = value
+            for key in ("messages", "extra"):
+                row[key] = None if row[key] is None else json.dumps(row[key], ensure_ascii=False)
+            rows.append(row)
+    return rows
+
+
+def load_run(path: str | os.PathLike[str], *, level: str = "episode") -> Any:
+    """The run folder ``path`` as a pandas DataFrame.
+
+    Args:
+        path: a run folder.
+        level: ``"episode"`` (one row per episode, reward components as ``reward/<name>``
+            columns) or ``"turn"`` (one row per turn).
+    """
+    if level not in ("episode", "turn"):
+        raise ConfigError(f"level must be 'episode' or 'turn', got {level!r}.")
+    pandas = _pandas()
+    trajectories = load_trajectories(path)
+    rows = episode_rows(trajectories) if level == "episode" else turn_rows(trajectories)
+    return pandas.DataFrame(rows)
+
+
+def export_parquet(path: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Write ``episodes.parquet`` and ``turns.parquet`` (into ``out``, default the run folder)."""
+    target = Path(out) if out is not None else Path(path)
+    target.mkdir(parents=True, exist_ok=True)
+    written = []
+    for level in ("episode", "turn"):
+        frame = load_run(path, level=level)
+        file = target / f"{level}s.parquet"
+        try:
+            frame.to_parquet(file, index=False)
+        except ImportError as err:
+            raise MissingDependencyError('Parquet export needs pyarrow: pip install "envgym[data]"') from err
+        written.append(file)
+    return written
