@@ -181,3 +181,16 @@ def test_compare_only_envgym_table_and_bad_game() -> None:
     assert "envgym/Sokoban-v0" in proc.stdout and "game:Sokoban" not in proc.stdout
     proc = run_script("compare_gem_textarena.py", "--games", "Sokobam")
     assert proc.returncode == 2 and "unknown game" in proc.stderr
+
+
+# ---------------------------------------------------------------- harness.py
+def test_harness_overhead_script() -> None:
+    result = run_script("harness.py", "--quick", "--num-envs", "1", "4", "--json")
+    assert result.returncode == 0, result.stderr
+    rows = json.loads(result.stdout)
+    assert [r["num_envs"] for r in rows] == [1, 4]
+    for row in rows:
+        assert row["turns"] > 0 and row["episodes"] == 60
+        # the runner does everything the bare loop does, plus its own work
+        assert row["runner_s"] > 0 and row["bare_s"] > 0
+        assert row["overhead_us_per_turn"] == pytest.approx((row["runner_s"] - row["bare_s"]) / row["turns"] * 1e6)

@@ -420,3 +420,55 @@ def test_no_worker_process_is_left_behind() -> None:
         if f"PPid:\t{os.getpid()}" in status and "zombie" not in status:
             alive.append(pid)
     assert alive == []
+
+
+def test_openai_agent_spec_in_async_mode_against_a_local_server(tmp_path: Path) -> None:
+    from openai_server import FakeOpenAIServer
+
+    def answer(messages: list[dict]) -> str:  # the FrozenLake solver's move, read from the prompt
+        return "down" if "Valid actions" in messages[-1]["content"] else "noop"
+
+    with FakeOpenAIServer(action=answer) as server:
+        server.delay_s = 0.05
+        spec = f"openai:fake-model@{server.url}"
+        config = RunConfig(env_id="envgym/FrozenLake-v0", agent=spec, episodes=8, seed=0, num_envs=4, mode="async",
+                           max_turns=3, agent_options={"concurrency": 4, "logprobs": True})
+        result = Runner(config, out=tmp_path / "run").run()
+        assert server.max_in_flight == 4  # four episodes wait on the server at once
+    assert all(t.scored for t in result.trajectories)
+    turn = result.trajectories[0].turns[0]
+    assert turn.action == "down" and turn.format_ok and turn.completion == "<action>down</action>"
+    assert turn.messages[0]["role"] == "system" and turn.logprobs and len(turn.logprobs) == turn.completion_tokens
+    assert result.summary["completion_tokens"] == sum(t.completion_tokens for t in result.trajectories) > 0
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["agent"] == spec
+
+
+def test_a_dead_server_is_an_agent_error_not_a_score() -> None:
+    import socket
+
+    with socket.socket() as s:  # a port with nothing listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    config = RunConfig(env_id="envgym/FrozenLake-v0", agent=f"openai:m@http://127.0.0.1:{port}/v1", episodes=2,
+                       max_retries=1, agent_options={"max_retries": 0})
+    result = Runner(config).run()
+    assert [t.termination_reason for t in result.trajectories] == ["agent_error", "agent_error"]
+    assert result.summary["success_rate"] is None and result.summary["infra_errors"] == {"agent_error": 2}
+
+
+@pytest.mark.slow
+def test_ray_backend_gives_the_same_records_and_survives_a_killed_actor(ray_instance: object, tmp_path: Path) -> None:
+    base = dict(env_id="envgym/FrozenLake-v0", episodes=8, seed=3, num_envs=4)
+    inproc = Runner(RunConfig(**base), RandomAgent(seed=2)).run().trajectories
+    on_ray = Runner(RunConfig(**base, backend="ray", workers=2), RandomAgent(seed=2)).run().trajectories
+    assert [t.comparable() for t in inproc] == [t.comparable() for t in on_ray]
+    assert ray_instance.is_initialized()  # the runner leaves a Ray it did not start running
+
+    marker = tmp_path / "killed"
+    config = RunConfig(env_id=TRAP, episodes=8, seed=0, num_envs=4, backend="ray", workers=2,
+                       env_kwargs={"kill_marker": str(marker), "kill_seed": 5, "kill_turn": 3})
+    result = Runner(config, CountingAgent()).run()
+    assert marker.exists()
+    assert [t.index for t in result.trajectories] == list(range(8))
+    assert all(t.scored and t.success for t in result.trajectories)
+    assert any(t.attempts > 1 for t in result.trajectories if t.seed == 5)
