@@ -86,13 +86,11 @@ def parse_openai_spec(arg: str) -> dict[str, str]:
         raise ConfigError(f"an openai agent spec must be a string like {_SPEC_EXAMPLE!r}, got {arg!r}.")
     text = arg.strip()
     if text.lower().startswith("openai:"):
-        text = text[len("openai:"):]
+        text = text[len("openai:") :]
     model, sep, url = text.rpartition("@")
     model, url = model.strip(), url.strip()
     if not sep:
-        raise ConfigError(
-            f"an openai agent spec is MODEL@URL, got {arg!r} (no '@'). Example: {_SPEC_EXAMPLE!r}."
-        )
+        raise ConfigError(f"an openai agent spec is MODEL@URL, got {arg!r} (no '@'). Example: {_SPEC_EXAMPLE!r}.")
     if not model:
         raise ConfigError(f"the openai agent spec {arg!r} names no model before '@'. Example: {_SPEC_EXAMPLE!r}.")
     if not url.lower().startswith(("http://", "https://")):
@@ -198,8 +196,11 @@ class OpenAIAgent(Agent):
             raise ConfigError(
                 f"base_url must start with http:// or https://, got {base_url!r}; e.g. 'http://127.0.0.1:8000/v1'."
             )
-        for name, value, low in (("concurrency", concurrency, 1), ("max_retries", max_retries, 0),
-                                 ("max_tokens", max_tokens, 1)):
+        for name, value, low in (
+            ("concurrency", concurrency, 1),
+            ("max_retries", max_retries, 0),
+            ("max_tokens", max_tokens, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}.")
         for name, value, positive in (("backoff_s", backoff_s, False), ("timeout_s", timeout_s, True)):
@@ -327,8 +328,9 @@ class OpenAIAgent(Agent):
                 delay = self.backoff_s * (2 ** (attempt - 1)) * (0.5 + self._jitter.random())
                 if last is not None and last.retry_after is not None:
                     delay = max(delay, min(last.retry_after, MAX_RETRY_AFTER_S))
-                logger.info("retrying %s in %.2fs (attempt %d of %d): %s", url, delay, attempt + 1,
-                            self.max_retries + 1, last)
+                logger.info(
+                    "retrying %s in %.2fs (attempt %d of %d): %s", url, delay, attempt + 1, self.max_retries + 1, last
+                )
                 time.sleep(delay)
             try:
                 output = self._attempt(client, url, body)

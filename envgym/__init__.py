@@ -40,7 +40,7 @@ _LAZY: dict[str, str] = {
     "check_parallel_env": "envgym.testing",
 }
 _SUBMODULES = frozenset(
-    {"core", "errors", "spaces", "registration", "testing", "rewards", "rollout", "multiagent", "cli"}
+    {"core", "errors", "spaces", "registration", "testing", "rewards", "rollout", "multiagent", "models", "cli"}
 )
 
 __all__ = sorted([*_LAZY, "__version__"])

@@ -17,11 +17,11 @@ _TARGET = "gymnasium"
 
 def _register_now() -> None:
     try:
-        from envgym.registration import register_envs  # noqa: PLC0415 - deferred on purpose
+        from envgym.registration import register_envs
 
         register_envs()
     except Exception as err:  # noqa: BLE001 - never break the user's import of gymnasium
-        import warnings  # noqa: PLC0415
+        import warnings
 
         warnings.warn(f"envgym could not register its environments with Gymnasium: {err!r}", stacklevel=2)
 
@@ -73,4 +73,3 @@ def install() -> None:
 def uninstall() -> None:
     while _finder in sys.meta_path:
         sys.meta_path.remove(_finder)
-

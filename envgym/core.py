@@ -39,15 +39,15 @@ from envgym.spaces import MAX_TEXT_LENGTH, Text
 
 __all__ = [
     "INFO_KEYS",
+    "SPLITS",
     "InvalidAction",
     "RewardContext",
     "Task",
     "TerminationReason",
     "TextEnv",
     "Transition",
-    "extract_action",
     "check_init_kwargs",
-    "SPLITS",
+    "extract_action",
 ]
 
 #: Keys present in ``info`` after every ``reset`` and ``step`` of every envgym environment.
@@ -476,7 +476,7 @@ class TextEnv(gym.Env[str, str]):
             return None
         text = self._observe() if self._task is not None else ""
         if self.render_mode == "human":
-            print(text)  # noqa: T201 - "human" rendering is an explicit request to print
+            print(text)
             return None
         return text
 
@@ -528,12 +528,12 @@ class TextEnv(gym.Env[str, str]):
                         raise InvalidKwargsError(f"reward weight for {key!r} must be a finite number, got {value!r}.")
                 return _WeightedComponents(reward)
             # A structured rubric spec (gate, product, ...) is built by the reward layer.
-            from envgym.rewards import build_rubric  # noqa: PLC0415 - optional, heavier layer
+            from envgym.rewards import build_rubric
 
             return build_rubric(reward, components=self.reward_components, owner=type(self).__name__)
         if isinstance(reward, str):
             # A rubric spec as YAML text (or a *.yaml file name, or one component's name).
-            from envgym.rewards import load_rubric  # noqa: PLC0415 - optional, heavier layer
+            from envgym.rewards import load_rubric
 
             return load_rubric(reward, components=self.reward_components, owner=type(self).__name__)
         raise InvalidKwargsError(

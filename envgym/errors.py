@@ -11,19 +11,19 @@ import difflib
 from collections.abc import Iterable
 
 __all__ = [
-    "EnvgymError",
-    "UnknownEnvError",
-    "UnknownAgentError",
-    "InvalidKwargsError",
-    "ResetNeededError",
-    "EnvContractError",
     "AgentContractError",
-    "StopRun",
+    "ConfigError",
+    "EnvContractError",
+    "EnvgymError",
+    "InvalidKwargsError",
     "MissingDependencyError",
     "NotAvailableError",
-    "ConfigError",
-    "suggest",
+    "ResetNeededError",
+    "StopRun",
+    "UnknownAgentError",
+    "UnknownEnvError",
     "check_choice",
+    "suggest",
 ]
 
 

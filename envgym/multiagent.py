@@ -444,7 +444,7 @@ class TextAECEnv(TextSpaces, AECEnv[str, str, str]):
             return None
         text = self.state_text() if self._task is not None else ""
         if self.render_mode == "human":
-            print(text)  # noqa: T201 - "human" rendering is an explicit request to print
+            print(text)
             return None
         return text
 
@@ -532,7 +532,7 @@ _TEXT_ENV_WARNINGS: tuple[str, ...] = (
 
 def _run_pettingzoo(check: str, env_id: str, fn: Callable[[], Any]) -> None:
     """Run a PettingZoo test quietly; its failures and unexpected warnings are contract errors."""
-    from envgym.testing import _fail  # noqa: PLC0415
+    from envgym.testing import _fail
 
     with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("always")
@@ -546,7 +546,7 @@ def _run_pettingzoo(check: str, env_id: str, fn: Callable[[], Any]) -> None:
 
 
 def _factory(env: Any, kind: str, make_kwargs: Mapping[str, Any] | None) -> tuple[str, Callable[[], Any]]:
-    from envgym.registration import make_aec, make_parallel  # noqa: PLC0415
+    from envgym.registration import make_aec, make_parallel
 
     if isinstance(env, str):
         env_id = env
@@ -563,7 +563,7 @@ def _factory(env: Any, kind: str, make_kwargs: Mapping[str, Any] | None) -> tupl
 
 
 def _check_reward(value: Any, where: str) -> None:
-    from envgym.testing import _fail  # noqa: PLC0415
+    from envgym.testing import _fail
 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise _fail("reward", f"{where}: reward must be a finite number, got {value!r}.")
@@ -572,7 +572,7 @@ def _check_reward(value: Any, where: str) -> None:
 def _check_agent_step(
     env: Any, agent: str, obs: Any, reward: Any, term: Any, trunc: Any, info: Any, where: str
 ) -> None:
-    from envgym.testing import _check_info, _fail  # noqa: PLC0415
+    from envgym.testing import _check_info, _fail
 
     if not isinstance(obs, str) or not env.observation_space(agent).contains(obs):
         raise _fail("observe", f"{where}: observation {obs!r:.100} is not a str in the observation space.")
@@ -619,7 +619,7 @@ def _aec_rollout(env: Any, seed: int, max_steps: int) -> list[tuple[Any, ...]]:
 
 def _safe_step(env: Any, action: Any, where: str) -> Any:
     """``env.step(action)``; an exception becomes a contract error naming the step."""
-    from envgym.testing import _fail  # noqa: PLC0415
+    from envgym.testing import _fail
 
     try:
         return env.step(action)
@@ -662,9 +662,9 @@ def check_aec_env(
     Returns:
         A :class:`envgym.testing.CheckReport`; raises :class:`envgym.errors.EnvContractError`.
     """
-    from pettingzoo.test import api_test, seed_test  # noqa: PLC0415
+    from pettingzoo.test import api_test, seed_test
 
-    from envgym.testing import BAD_ACTIONS, CheckReport, _fail, check_close_twice  # noqa: PLC0415
+    from envgym.testing import BAD_ACTIONS, CheckReport, _fail, check_close_twice
 
     env_id, factory = _factory(env, "aec", make_kwargs)
     if len(seeds) < 2:
@@ -817,7 +817,7 @@ def _parallel_rollout(env: Any, seed: int, max_steps: int) -> list[tuple[Any, ..
 
 
 def _check_parallel_result(env: Any, live: Sequence[str], result: Any, where: str) -> None:
-    from envgym.testing import _fail  # noqa: PLC0415
+    from envgym.testing import _fail
 
     if not (isinstance(result, tuple) and len(result) == 5 and all(isinstance(d, dict) for d in result)):
         raise _fail("step", f"{where}: step must return five dicts, got {result!r:.200}.")
@@ -852,9 +852,9 @@ def check_parallel_env(
     Same arguments and checks as :func:`check_aec_env`, with ``parallel_api_test`` and
     ``parallel_seed_test``; every live agent sends a bad action at once in the fuzzing step.
     """
-    from pettingzoo.test import parallel_api_test, parallel_seed_test  # noqa: PLC0415
+    from pettingzoo.test import parallel_api_test, parallel_seed_test
 
-    from envgym.testing import BAD_ACTIONS, CheckReport, _fail, check_close_twice  # noqa: PLC0415
+    from envgym.testing import BAD_ACTIONS, CheckReport, _fail, check_close_twice
 
     env_id, factory = _factory(env, "parallel", make_kwargs)
     if len(seeds) < 2:

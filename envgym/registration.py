@@ -25,7 +25,7 @@ from typing import Any, Literal
 
 from envgym.errors import EnvgymError, UnknownEnvError, suggest
 
-__all__ = ["EnvSpec", "register", "register_envs", "make", "make_aec", "make_parallel", "spec", "list_envs"]
+__all__ = ["EnvSpec", "list_envs", "make", "make_aec", "make_parallel", "register", "register_envs", "spec"]
 
 logger = logging.getLogger(__name__)
 
@@ -108,14 +108,14 @@ def register(spec: EnvSpec) -> None:
             )
         table[spec.id] = spec
         if not spec.multi_agent:
-            import gymnasium  # noqa: PLC0415 - registration happens when Gymnasium is in use
+            import gymnasium
 
             if spec.id not in gymnasium.registry:
                 gymnasium.register(id=spec.id, entry_point=spec.entry_point, kwargs=dict(spec.kwargs))
 
 
 def _family_modules() -> Iterable[tuple[str, str]]:
-    from envgym import environments  # noqa: PLC0415
+    from envgym import environments
 
     for info in sorted(pkgutil.iter_modules(environments.__path__), key=lambda m: m.name):
         if info.ispkg and not info.name.startswith("_"):
@@ -125,7 +125,7 @@ def _family_modules() -> Iterable[tuple[str, str]]:
 def _plugin_modules() -> Iterable[tuple[str, str]]:
     # importlib.metadata costs ~40 ms to import and scan, so plugins are looked up only when a
     # listing or an unknown id needs them, never on the `import gymnasium` path.
-    from importlib.metadata import entry_points  # noqa: PLC0415
+    from importlib.metadata import entry_points
 
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         yield ep.name, ep.value
@@ -212,7 +212,7 @@ def make(env_id: str, **kwargs: Any) -> Any:
         register_envs(plugins=True)
     if env_id not in _single:
         raise _unknown(env_id, multi=False)
-    import gymnasium  # noqa: PLC0415
+    import gymnasium
 
     return gymnasium.make(env_id, **kwargs)
 
@@ -228,7 +228,7 @@ def make_aec(env_id: str, **kwargs: Any) -> Any:
         raise _unknown(env_id, multi=True)
     env = found.load()(**{**found.kwargs, **kwargs})
     if found.kind == "parallel":
-        from pettingzoo.utils.conversions import parallel_to_aec  # noqa: PLC0415
+        from pettingzoo.utils.conversions import parallel_to_aec
 
         return parallel_to_aec(env)
     return env
@@ -252,7 +252,9 @@ def make_parallel(env_id: str, **kwargs: Any) -> Any:
         return env
     if not env.metadata.get("is_parallelizable", False):
         env.close()
-        raise EnvgymError(f"{env_id!r} is a turn-based AEC environment and cannot run in parallel: use envgym.make_aec.")
-    from pettingzoo.utils.conversions import aec_to_parallel  # noqa: PLC0415
+        raise EnvgymError(
+            f"{env_id!r} is a turn-based AEC environment and cannot run in parallel: use envgym.make_aec."
+        )
+    from pettingzoo.utils.conversions import aec_to_parallel
 
     return aec_to_parallel(env)

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["Text", "SAMPLE_CHARSET", "MAX_TEXT_LENGTH"]
+__all__ = ["MAX_TEXT_LENGTH", "SAMPLE_CHARSET", "Text"]
 
 #: What :meth:`Text.sample` draws from: letters, digits, punctuation, space and newline.
 SAMPLE_CHARSET = string.ascii_letters + string.digits + string.punctuation + " \n"
@@ -58,11 +58,7 @@ class Text(spaces.Text):
     def __repr__(self) -> str:
         return f"envgym.spaces.Text(min_length={self.min_length}, max_length={self.max_length})"
 
-    def __eq__(self, other: Any) -> bool:
-        return (
-            isinstance(other, Text)
-            and self.min_length == other.min_length
-            and self.max_length == other.max_length
-        )
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Text) and self.min_length == other.min_length and self.max_length == other.max_length
 
     __hash__ = spaces.Text.__hash__

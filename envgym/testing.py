@@ -23,7 +23,7 @@ from typing import Any
 from envgym.core import INFO_KEYS, TerminationReason
 from envgym.errors import EnvContractError, ResetNeededError
 
-__all__ = ["BAD_ACTIONS", "CheckReport", "check_env", "check_aec_env", "check_parallel_env", "scripted_rollout"]
+__all__ = ["BAD_ACTIONS", "CheckReport", "check_aec_env", "check_env", "check_parallel_env", "scripted_rollout"]
 
 #: Hostile or malformed actions every environment must survive as ordinary (invalid) steps.
 BAD_ACTIONS: tuple[Any, ...] = (
@@ -178,23 +178,23 @@ def check_env(
     Returns:
         A :class:`CheckReport` listing the checks that passed. Raises ``EnvContractError``.
     """
-    import gymnasium  # noqa: PLC0415
-    from gymnasium.utils.env_checker import check_env as gymnasium_check_env  # noqa: PLC0415
+    import gymnasium
+    from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 
-    from envgym.registration import make  # noqa: PLC0415
+    from envgym.registration import make
 
     if isinstance(env, str):
         env_id = env
         kwargs = dict(make_kwargs or {})
         env = make(env_id, **kwargs)
-        factory: Callable[[], Any] = lambda: make(env_id, **kwargs)  # noqa: E731
+        factory: Callable[[], Any] = lambda: make(env_id, **kwargs)
     else:
         env_id = env.spec.id if env.spec is not None else type(env.unwrapped).__name__
         if env.spec is not None:
-            factory = lambda: env.spec.make()  # noqa: E731
+            factory = lambda: env.spec.make()
         else:  # a twin built with the same constructor kwargs (TextEnv keeps them)
             init_kwargs = dict(getattr(env.unwrapped, "_init_kwargs", None) or {})
-            factory = lambda: type(env.unwrapped)(**init_kwargs)  # noqa: E731
+            factory = lambda: type(env.unwrapped)(**init_kwargs)
     report = CheckReport(env_id)
     if len(seeds) < 2:
         raise ValueError(f"check_env needs at least two seeds to compare tasks, got {list(seeds)!r}.")
@@ -258,7 +258,9 @@ def check_env(
             try:
                 result = env.step(bad)
             except Exception as err:
-                raise _fail("fuzz", f"{env_id}: step({bad!r:.60}) raised {err!r}; bad actions must be invalid steps.") from err
+                raise _fail(
+                    "fuzz", f"{env_id}: step({bad!r:.60}) raised {err!r}; bad actions must be invalid steps."
+                ) from err
             _check_step_result(env, result, f"{env_id} fuzz #{i} action={bad!r:.60}")
             if not result[4]["action_valid"] and before is not None and _state_text(env) != before:
                 raise _fail("fuzz", f"{env_id}: the invalid action {bad!r:.60} changed the state.")
@@ -276,7 +278,9 @@ def check_env(
                     raise _fail("truncation", f"{env_id}: invalid steps ended with {info['termination_reason']!r}.")
                 break
         else:
-            raise _fail("truncation", f"{env_id}: {limit + 1} invalid steps did not end the episode (max_turns={limit}).")
+            raise _fail(
+                "truncation", f"{env_id}: {limit + 1} invalid steps did not end the episode (max_turns={limit})."
+            )
         report.passed("max_turns")
 
     # 7. pickling mid-episode (worker pools ship environments between processes): the copy
@@ -342,13 +346,13 @@ def _state_text(env: Any) -> str | None:
 
 def check_aec_env(env: Any, **kwargs: Any) -> CheckReport:
     """Check a PettingZoo AEC text environment (see :mod:`envgym.multiagent`)."""
-    from envgym.multiagent import check_aec_env as _check  # noqa: PLC0415
+    from envgym.multiagent import check_aec_env as _check
 
     return _check(env, **kwargs)
 
 
 def check_parallel_env(env: Any, **kwargs: Any) -> CheckReport:
     """Check a PettingZoo Parallel text environment (see :mod:`envgym.multiagent`)."""
-    from envgym.multiagent import check_parallel_env as _check  # noqa: PLC0415
+    from envgym.multiagent import check_parallel_env as _check
 
     return _check(env, **kwargs)

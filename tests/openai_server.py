@@ -155,22 +155,30 @@ class FakeOpenAIServer:
             content = bytes(tokens).decode(errors="ignore")
             finish = "length"
         prompt = list(str(messages[-1].get("content", "")).encode()) if messages else []
-        choice: dict[str, Any] = {"index": 0, "message": {"role": "assistant", "content": content},
-                                  "finish_reason": finish}
+        choice: dict[str, Any] = {
+            "index": 0,
+            "message": {"role": "assistant", "content": content},
+            "finish_reason": finish,
+        }
         reply: dict[str, Any] = {
             "id": f"chatcmpl-{len(self.requests)}",
             "object": "chat.completion",
             "created": int(time.time()),
             "model": self.model,
             "choices": [choice],
-            "usage": {"prompt_tokens": len(prompt), "completion_tokens": len(tokens),
-                      "total_tokens": len(prompt) + len(tokens)},
+            "usage": {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(tokens),
+                "total_tokens": len(prompt) + len(tokens),
+            },
         }
         if body.get("logprobs"):
-            choice["logprobs"] = {"content": [
-                {"token": chr(t), "logprob": -(i % 7) / 10, "bytes": [t], "top_logprobs": []}
-                for i, t in enumerate(tokens)
-            ]}
+            choice["logprobs"] = {
+                "content": [
+                    {"token": chr(t), "logprob": -(i % 7) / 10, "bytes": [t], "top_logprobs": []}
+                    for i, t in enumerate(tokens)
+                ]
+            }
         if body.get("return_token_ids"):
             choice["token_ids"] = tokens
             reply["prompt_token_ids"] = prompt
@@ -229,6 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
             # which must not be counted together with this one.
             owner._leave()
         self._send(status, payload, headers)
+
 
 @pytest.fixture
 def openai_server() -> Iterator[FakeOpenAIServer]:

@@ -24,8 +24,13 @@ from envgym.rollout import AgentInput
 def _inputs(n: int, *, turn: int = 0, max_new_tokens: int | None = None) -> list[AgentInput]:
     return [
         AgentInput(
-            episode_id=f"ep{i}", env_id="envgym/FrozenLake-v0", observation=f"obs {i}", info={}, turn=turn,
-            messages=({"role": "user", "content": f"question {i}"},), max_new_tokens=max_new_tokens,
+            episode_id=f"ep{i}",
+            env_id="envgym/FrozenLake-v0",
+            observation=f"obs {i}",
+            info={},
+            turn=turn,
+            messages=({"role": "user", "content": f"question {i}"},),
+            max_new_tokens=max_new_tokens,
         )
         for i in range(n)
     ]
@@ -148,8 +153,14 @@ def test_seeds_deterministic_distinct_across_members_and_turns(openai_server, ag
     a = seeds(1, member=0)
     assert a == seeds(1, member=0)  # same agent seed, episode seed, member, turn: same request seed
     assert isinstance(a, int) and 0 <= a < 2**31
-    distinct = {a, seeds(1, member=1), seeds(1, member=2), seeds(1, member=0, turn=1), seeds(2, member=0),
-                seeds(1, member=0, env_seed=8)}
+    distinct = {
+        a,
+        seeds(1, member=1),
+        seeds(1, member=2),
+        seeds(1, member=0, turn=1),
+        seeds(2, member=0),
+        seeds(1, member=0, env_seed=8),
+    }
     assert len(distinct) == 6
     # Without an agent seed, no seed is sent.
     agent_for().act(_inputs(1))

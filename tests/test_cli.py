@@ -19,13 +19,13 @@ from typer.testing import CliRunner
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import cli_toy_envs as toys  # noqa: E402
+import cli_toy_envs as toys
 
-import envgym  # noqa: E402
-from envgym.cli import app  # noqa: E402
-from envgym.cli._common import parse_kwargs  # noqa: E402
-from envgym.cli._play import resolve_input  # noqa: E402
-from envgym.cli.agents import AGENT_KINDS, parse_agent_spec  # noqa: E402
+import envgym
+from envgym.cli import app
+from envgym.cli._common import parse_kwargs
+from envgym.cli._play import resolve_input
+from envgym.cli.agents import AGENT_KINDS, parse_agent_spec
 
 runner = CliRunner()
 
@@ -297,7 +297,7 @@ def test_play_aec_hot_seat_and_seat() -> None:
     assert "--- player_0 to play ---" not in result.stdout
     assert "Game over." in result.stdout
     result = invoke("play", toys.NIM_ID, "--seat", "player_2")
-    assert result.exit_code == 2 and "Did you mean 'player_0'" in result.stderr.replace('one of ', '')
+    assert result.exit_code == 2 and "Did you mean 'player_0'" in result.stderr.replace("one of ", "")
     result = invoke("play", toys.LINE_ID, "--seat", "player_0")
     assert result.exit_code == 2 and "single player" in result.stderr
 
@@ -384,7 +384,10 @@ def test_run_table_output() -> None:
 def test_run_usage_errors() -> None:
     result = invoke("run", toys.LINE_ID, "--agent", "orcale")
     assert result.exit_code == 2
-    assert "Did you mean 'oracle'? Known agents: random[:SEED], oracle, hf[:MODEL], openai:MODEL@URL, human." in result.stderr
+    assert (
+        "Did you mean 'oracle'? Known agents: random[:SEED], oracle, hf[:MODEL], openai:MODEL@URL, human."
+        in result.stderr
+    )
     result = invoke("run", toys.LINE_ID, "--agent", "openai:gpt-4o")  # no @URL
     assert result.exit_code == 2 and "http" in result.stderr and "@" in result.stderr
     result = invoke("run", toys.LINE_ID, "--agent", "random", "--backend", "docker")

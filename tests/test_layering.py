@@ -34,8 +34,18 @@ ALLOWED_UPWARD: dict[tuple[str, str], str] = {
     ("envgym.multiagent", "envgym.registration"): "check_aec_env accepts a registered id",
 }
 #: Modules environments and agents may import.
-PUBLIC = {"envgym", "envgym.core", "envgym.errors", "envgym.spaces", "envgym.registration", "envgym.rewards",
-          "envgym.multiagent", "envgym.rollout", "envgym.testing", "envgym.models"}
+PUBLIC = {
+    "envgym",
+    "envgym.core",
+    "envgym.errors",
+    "envgym.spaces",
+    "envgym.registration",
+    "envgym.rewards",
+    "envgym.multiagent",
+    "envgym.rollout",
+    "envgym.testing",
+    "envgym.models",
+}
 
 
 def _layer(module: str) -> tuple[str, int] | None:
@@ -87,7 +97,9 @@ def test_library_imports_point_down(path: Path) -> None:
         if other is None or other[0] == me[0]:
             continue
         if other[1] > me[1]:
-            assert (me[0], other[0]) in ALLOWED_UPWARD, f"{path}: {me[0]} (layer {me[1]}) imports {target} (layer {other[1]})"
+            assert (me[0], other[0]) in ALLOWED_UPWARD, (
+                f"{path}: {me[0]} (layer {me[1]}) imports {target} (layer {other[1]})"
+            )
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ PERF = ROOT / "benchmarks" / "perf"
 TESTS = Path(__file__).resolve().parent
 
 sys.path.insert(0, str(TESTS))
-import cli_toy_envs as toys  # noqa: E402
+import cli_toy_envs as toys
 
 # Runs a script as __main__ after registering the toy ids of cli_toy_envs in that interpreter.
 _WITH_TOYS = (
@@ -194,3 +194,15 @@ def test_harness_overhead_script() -> None:
         # the runner does everything the bare loop does, plus its own work
         assert row["runner_s"] > 0 and row["bare_s"] > 0
         assert row["overhead_us_per_turn"] == pytest.approx((row["runner_s"] - row["bare_s"]) / row["turns"] * 1e6)
+
+
+# ---------------------------------------------------------------- smollm2.py
+@pytest.mark.slow
+def test_smollm2_script_quick() -> None:
+    result = run_script("smollm2.py", "--quick", "--json", timeout=600)
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["device"] == "cpu" and doc["load_again_s"] > 0
+    for row in doc["generation"]:
+        assert row["completion_tokens"] == row["batch_size"] * row["new_tokens"]  # EOS ignored while timing
+        assert row["tokens_per_s"] == pytest.approx(row["completion_tokens"] / row["seconds"])

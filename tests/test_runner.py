@@ -41,8 +41,14 @@ class CountingAgent(Agent):
 
     name = "counting"
 
-    def __init__(self, *, raise_at: set[tuple[str, int]] | None = None, garbage_at: set[tuple[str, int]] | None = None,
-                 raise_times: int = 10**9, boom_at: set[tuple[str, int]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        raise_at: set[tuple[str, int]] | None = None,
+        garbage_at: set[tuple[str, int]] | None = None,
+        raise_times: int = 10**9,
+        boom_at: set[tuple[str, int]] | None = None,
+    ) -> None:
         self.raise_at = raise_at or set()
         self.garbage_at = garbage_at or set()
         self.boom_at = boom_at or set()
@@ -96,8 +102,11 @@ class ChatGuesser(Agent):
             guess = item.turn + 1
             text = f"I guess {guess}." if item.turn == 1 else f"Let me think. <action>{guess}</action>"
             ids = list(range(10, 10 + len(text) // 3))
-            outputs.append(AgentOutput(text, token_ids=ids, logprobs=[-0.5] * len(ids), prompt_token_ids=[1, 2, 3],
-                                       finish_reason="stop"))
+            outputs.append(
+                AgentOutput(
+                    text, token_ids=ids, logprobs=[-0.5] * len(ids), prompt_token_ids=[1, 2, 3], finish_reason="stop"
+                )
+            )
         return outputs
 
 
@@ -155,7 +164,10 @@ def test_config_validation_before_anything_runs() -> None:
         RunConfig(env_id=TRAP, episode_timeout_s=-1)
     with pytest.raises(ConfigError, match="unknown run setting 'episode'"):
         RunConfig.from_dict({"env_id": TRAP, "episode": 3})
-    assert RunConfig.from_dict(RunConfig(env_id=TRAP, prompt=PromptConfig(history="none")).to_dict()).prompt.history == "none"
+    assert (
+        RunConfig.from_dict(RunConfig(env_id=TRAP, prompt=PromptConfig(history="none")).to_dict()).prompt.history
+        == "none"
+    )
 
 
 def test_agent_errors_are_retried_then_recorded_apart() -> None:
@@ -229,8 +241,9 @@ def test_episode_and_agent_timeouts() -> None:
     assert result.trajectories[1].termination_reason == "timeout"
     assert "did not answer within 0.1 s" in result.trajectories[1].error
 
-    config = RunConfig(env_id=TRAP, episodes=2, seed=0, num_envs=2, episode_timeout_s=0.05, max_retries=0,
-                       env_kwargs={"delay": 0.03})
+    config = RunConfig(
+        env_id=TRAP, episodes=2, seed=0, num_envs=2, episode_timeout_s=0.05, max_retries=0, env_kwargs={"delay": 0.03}
+    )
     result = Runner(config, CountingAgent()).run()
     reasons = {t.termination_reason for t in result.trajectories}
     assert reasons <= {"timeout", "success"} and "timeout" in reasons
@@ -289,8 +302,15 @@ def test_process_backend_gives_the_same_records_as_inproc() -> None:
 
 def test_a_worker_killed_mid_episode_loses_and_duplicates_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "killed"
-    config = RunConfig(env_id=TRAP, episodes=8, seed=0, num_envs=4, backend="process", workers=2,
-                       env_kwargs={"kill_marker": str(marker), "kill_seed": 5, "kill_turn": 3})
+    config = RunConfig(
+        env_id=TRAP,
+        episodes=8,
+        seed=0,
+        num_envs=4,
+        backend="process",
+        workers=2,
+        env_kwargs={"kill_marker": str(marker), "kill_seed": 5, "kill_turn": 3},
+    )
     result = Runner(config, CountingAgent(), out=tmp_path / "run").run()
     assert marker.exists()  # a worker really died (SIGKILL) mid-episode
     lines = (tmp_path / "run" / "episodes.jsonl").read_text().splitlines()
@@ -340,14 +360,18 @@ def test_resume_skips_finished_episodes_and_refuses_a_changed_config(tmp_path: P
 
 def test_resume_reruns_infrastructure_failures_and_repairs_a_torn_line(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    Runner(RunConfig(env_id=TRAP, episodes=3, seed=0, max_retries=0), CountingAgent(boom_at={("000001", 0)}), out=out).run()
+    Runner(
+        RunConfig(env_id=TRAP, episodes=3, seed=0, max_retries=0), CountingAgent(boom_at={("000001", 0)}), out=out
+    ).run()
     with (out / "episodes.jsonl").open("a") as f:
         f.write('{"record_version": 1, "episode_id": "00')  # a write cut short by a crash
     agent = CountingAgent()
     result = Runner(RunConfig(env_id=TRAP, episodes=3, seed=0, max_retries=0), agent, out=out).run()
     assert [s[0] for s in agent.started] == ["000001"]
     assert all(t.scored for t in result.trajectories)
-    assert all(line.startswith("{") and line.endswith("}") for line in (out / "episodes.jsonl").read_text().splitlines())
+    assert all(
+        line.startswith("{") and line.endswith("}") for line in (out / "episodes.jsonl").read_text().splitlines()
+    )
 
 
 def _cli(*args: str) -> list[str]:
@@ -358,8 +382,9 @@ def _cli(*args: str) -> list[str]:
 def test_sigint_then_resume_equals_an_uninterrupted_run(tmp_path: Path) -> None:
     args = ["run", "envgym/Sokoban-v0", "--agent", "random:4", "-n", "300", "--seed", "11", "--max-turns", "40"]
     interrupted = tmp_path / "interrupted"
-    proc = subprocess.Popen(_cli(*args, "--out", str(interrupted)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, cwd=ROOT)
+    proc = subprocess.Popen(
+        _cli(*args, "--out", str(interrupted)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
+    )
     records = interrupted / "episodes.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -431,8 +456,16 @@ def test_openai_agent_spec_in_async_mode_against_a_local_server(tmp_path: Path) 
     with FakeOpenAIServer(action=answer) as server:
         server.delay_s = 0.05
         spec = f"openai:fake-model@{server.url}"
-        config = RunConfig(env_id="envgym/FrozenLake-v0", agent=spec, episodes=8, seed=0, num_envs=4, mode="async",
-                           max_turns=3, agent_options={"concurrency": 4, "logprobs": True})
+        config = RunConfig(
+            env_id="envgym/FrozenLake-v0",
+            agent=spec,
+            episodes=8,
+            seed=0,
+            num_envs=4,
+            mode="async",
+            max_turns=3,
+            agent_options={"concurrency": 4, "logprobs": True},
+        )
         result = Runner(config, out=tmp_path / "run").run()
         assert server.max_in_flight == 4  # four episodes wait on the server at once
     assert all(t.scored for t in result.trajectories)
@@ -449,8 +482,13 @@ def test_a_dead_server_is_an_agent_error_not_a_score() -> None:
     with socket.socket() as s:  # a port with nothing listening
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    config = RunConfig(env_id="envgym/FrozenLake-v0", agent=f"openai:m@http://127.0.0.1:{port}/v1", episodes=2,
-                       max_retries=1, agent_options={"max_retries": 0})
+    config = RunConfig(
+        env_id="envgym/FrozenLake-v0",
+        agent=f"openai:m@http://127.0.0.1:{port}/v1",
+        episodes=2,
+        max_retries=1,
+        agent_options={"max_retries": 0},
+    )
     result = Runner(config).run()
     assert [t.termination_reason for t in result.trajectories] == ["agent_error", "agent_error"]
     assert result.summary["success_rate"] is None and result.summary["infra_errors"] == {"agent_error": 2}
@@ -465,8 +503,15 @@ def test_ray_backend_gives_the_same_records_and_survives_a_killed_actor(ray_inst
     assert ray_instance.is_initialized()  # the runner leaves a Ray it did not start running
 
     marker = tmp_path / "killed"
-    config = RunConfig(env_id=TRAP, episodes=8, seed=0, num_envs=4, backend="ray", workers=2,
-                       env_kwargs={"kill_marker": str(marker), "kill_seed": 5, "kill_turn": 3})
+    config = RunConfig(
+        env_id=TRAP,
+        episodes=8,
+        seed=0,
+        num_envs=4,
+        backend="ray",
+        workers=2,
+        env_kwargs={"kill_marker": str(marker), "kill_seed": 5, "kill_turn": 3},
+    )
     result = Runner(config, CountingAgent()).run()
     assert marker.exists()
     assert [t.index for t in result.trajectories] == list(range(8))

@@ -248,34 +248,50 @@ def games() -> list[Game]:
     def gem_entry(env_id: str, chooser: Callable[[Any, random.Random], str], note: str = "", **kw: Any) -> Entry:
         return Entry("gem", env_id, kw, lambda: Gem(env_id, kw, chooser), note=note)
 
-    def ta_entry(env_id: str, chooser: Callable[[Any, random.Random], str], players: int = 1, note: str = "",
-                 **kw: Any) -> Entry:
+    def ta_entry(
+        env_id: str, chooser: Callable[[Any, random.Random], str], players: int = 1, note: str = "", **kw: Any
+    ) -> Entry:
         return Entry("textarena", env_id, kw, lambda: TextArena(env_id, kw, players, chooser), note=note)
 
     return [
-        Game("Sokoban", [
-            envgym_single("envgym/Sokoban-v0", size=6, boxes=2),
-            gem_entry("game:Sokoban-v0-easy", _gem_sokoban, note="6x6, 2 boxes"),
-            ta_entry("Sokoban-v0", _ta_sokoban, num_boxes=2, note="6x6"),
-        ]),
-        Game("FrozenLake", [
-            envgym_single("envgym/FrozenLake-v0", size=4),
-            ta_entry("FrozenLake-v0", _ta_frozen_lake, note="4x4, 3 holes"),
-        ]),
-        Game("Minesweeper", [
-            envgym_single("envgym/Minesweeper-v0", rows=5, cols=5, mines=5),
-            gem_entry("game:Minesweeper-v0-easy", _gem_minesweeper, note="5x5, 5 mines"),
-            ta_entry("Minesweeper-v0-small", _ta_minesweeper, note="5x5, 5 mines"),
-        ]),
-        Game("TicTacToe", [
-            envgym_aec("envgym/TicTacToe-v0"),
-            ta_entry("TicTacToe-v0", _ta_tictactoe, players=2, note="two players"),
-        ]),
-        Game("Wordle", [
-            envgym_single("envgym/Wordle-v0", max_guesses=6),
-            gem_entry("game:Wordle-v0-hard", _gem_wordle, note="5 letters, 25 turns"),
-            ta_entry("Wordle-v0", _ta_wordle, note="5 letters, 6 guesses"),
-        ]),
+        Game(
+            "Sokoban",
+            [
+                envgym_single("envgym/Sokoban-v0", size=6, boxes=2),
+                gem_entry("game:Sokoban-v0-easy", _gem_sokoban, note="6x6, 2 boxes"),
+                ta_entry("Sokoban-v0", _ta_sokoban, num_boxes=2, note="6x6"),
+            ],
+        ),
+        Game(
+            "FrozenLake",
+            [
+                envgym_single("envgym/FrozenLake-v0", size=4),
+                ta_entry("FrozenLake-v0", _ta_frozen_lake, note="4x4, 3 holes"),
+            ],
+        ),
+        Game(
+            "Minesweeper",
+            [
+                envgym_single("envgym/Minesweeper-v0", rows=5, cols=5, mines=5),
+                gem_entry("game:Minesweeper-v0-easy", _gem_minesweeper, note="5x5, 5 mines"),
+                ta_entry("Minesweeper-v0-small", _ta_minesweeper, note="5x5, 5 mines"),
+            ],
+        ),
+        Game(
+            "TicTacToe",
+            [
+                envgym_aec("envgym/TicTacToe-v0"),
+                ta_entry("TicTacToe-v0", _ta_tictactoe, players=2, note="two players"),
+            ],
+        ),
+        Game(
+            "Wordle",
+            [
+                envgym_single("envgym/Wordle-v0", max_guesses=6),
+                gem_entry("game:Wordle-v0-hard", _gem_wordle, note="5 letters, 25 turns"),
+                ta_entry("Wordle-v0", _ta_wordle, note="5 letters, 6 guesses"),
+            ],
+        ),
     ]
 
 
@@ -338,8 +354,9 @@ def measure(entry: Entry, *, resets: int, steps: int, seed: int) -> dict[str, An
     return row
 
 
-def run(selected: Sequence[str] | None, libraries: Sequence[str], *, resets: int, steps: int,
-        seed: int) -> dict[str, Any]:
+def run(
+    selected: Sequence[str] | None, libraries: Sequence[str], *, resets: int, steps: int, seed: int
+) -> dict[str, Any]:
     status = availability()
     for name, reason in status.items():
         if reason is not None and name in libraries:
@@ -394,12 +411,16 @@ def _fmt(value: Any, spec: str) -> str:
 def print_table(report: dict[str, Any]) -> None:
     print(f"envgym {report['envgym_version']} | Python {report['python']} | {report['platform']}")
     print("versions: " + ", ".join(f"{k} {v or 'not installed'}" for k, v in report["versions"].items()))
-    print(f"{report['resets']} timed resets and {report['steps']} timed random valid steps per row; "
-          "ratios are envgym time / other time (below 1: envgym faster)")
+    print(
+        f"{report['resets']} timed resets and {report['steps']} timed random valid steps per row; "
+        "ratios are envgym time / other time (below 1: envgym faster)"
+    )
     for name, reason in report["skipped"].items():
         print(f"skipped {name}: {reason}")
-    header = (f"{'game':<12} {'library':<10} {'id':<24} {'reset ms':>9} {'step us':>9} {'steps/s':>10} "
-              f"{'reset ratio':>11} {'step ratio':>10}  settings")
+    header = (
+        f"{'game':<12} {'library':<10} {'id':<24} {'reset ms':>9} {'step us':>9} {'steps/s':>10} "
+        f"{'reset ratio':>11} {'step ratio':>10}  settings"
+    )
     print(header)
     print("-" * len(header))
     for game in report["results"]:
@@ -419,10 +440,19 @@ def print_table(report: dict[str, Any]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--games", nargs="+", metavar="GAME",
-                        help="Games to compare (default: all): " + ", ".join(g.name for g in games()))
-    parser.add_argument("--libraries", nargs="+", choices=LIBRARIES, default=list(LIBRARIES),
-                        help="Libraries to measure (default: all three).")
+    parser.add_argument(
+        "--games",
+        nargs="+",
+        metavar="GAME",
+        help="Games to compare (default: all): " + ", ".join(g.name for g in games()),
+    )
+    parser.add_argument(
+        "--libraries",
+        nargs="+",
+        choices=LIBRARIES,
+        default=list(LIBRARIES),
+        help="Libraries to measure (default: all three).",
+    )
     parser.add_argument("--resets", type=int, default=50, help="Timed resets per row (default 50).")
     parser.add_argument("--steps", type=int, default=5_000, help="Timed steps per row (default 5000).")
     parser.add_argument("--seed", type=int, default=0, help="First seed (default 0).")

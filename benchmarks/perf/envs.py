@@ -191,8 +191,13 @@ def run(
         try:
             rows.append(bench(spec.id, resets=resets, steps=steps, seed=seed))
         except Exception as err:  # noqa: BLE001 - report the failure, measure the others
-            rows.append({"id": spec.id, "kind": "single" if spec.kind == "gymnasium" else "aec",
-                         "error": f"{type(err).__name__}: {err}"})
+            rows.append(
+                {
+                    "id": spec.id,
+                    "kind": "single" if spec.kind == "gymnasium" else "aec",
+                    "error": f"{type(err).__name__}: {err}",
+                }
+            )
             print(f"  failed: {type(err).__name__}: {err}", file=sys.stderr, flush=True)
     return {
         "benchmark": "envs",
@@ -221,8 +226,10 @@ def print_table(report: dict[str, Any]) -> None:
         f"{'obs chars':>9}  note"
     )
     print(f"envgym {report['envgym_version']} | Python {report['python']} | {report['platform']}")
-    print(f"{report['resets']} resets and {report['steps']} random valid steps per id; target >= "
-          f"{report['target_steps_per_s']:,} steps/s")
+    print(
+        f"{report['resets']} resets and {report['steps']} random valid steps per id; target >= "
+        f"{report['target_steps_per_s']:,} steps/s"
+    )
     print(header)
     print("-" * len(header))
     for r in rows:
@@ -252,8 +259,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from envgym.errors import UnknownEnvError
 
     try:
-        report = run(args.ids, resets=args.resets, steps=args.steps, seed=args.seed,
-                     variants=not args.no_variants, multi=not args.single_only)
+        report = run(
+            args.ids,
+            resets=args.resets,
+            steps=args.steps,
+            seed=args.seed,
+            variants=not args.no_variants,
+            multi=not args.single_only,
+        )
     except UnknownEnvError as err:
         parser.error(str(err))
     if args.json:

@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'env':24} {'envs':>5} {'turns':>7} {'runner t/s':>11} {'bare t/s':>10} {'overhead us/turn':>17} {'(median)':>9}")
+    print(
+        f"{'env':24} {'envs':>5} {'turns':>7} {'runner t/s':>11} {'bare t/s':>10} {'overhead us/turn':>17} {'(median)':>9}"
+    )
     for r in rows:
         print(
             f"{r['env_id']:24} {r['num_envs']:>5} {r['turns']:>7} {r['runner_turns_per_s']:>11.0f} "

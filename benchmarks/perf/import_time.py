@@ -297,8 +297,7 @@ def print_table(report: dict[str, Any]) -> None:
     else:
         installed = [m for m, ok in heavy["installed"].items() if ok]
         print(
-            f"heavy modules checked: {', '.join(heavy['checked'])} "
-            f"(installed here: {', '.join(installed) or 'none'})"
+            f"heavy modules checked: {', '.join(heavy['checked'])} (installed here: {', '.join(installed) or 'none'})"
         )
         print(
             f"  after import envgym: {', '.join(heavy['after_import']) or 'none loaded'} "

@@ -33,7 +33,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from envgym import __version__  # noqa: PLC0415
+        from envgym import __version__
 
         typer.echo(f"envgym {__version__}")
         raise typer.Exit()

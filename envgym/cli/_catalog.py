@@ -23,7 +23,7 @@ from envgym.cli._common import (
 )
 from envgym.errors import EnvgymError, suggest
 
-__all__ = ["list_command", "info_command", "describe_spec", "load_entry_point"]
+__all__ = ["describe_spec", "info_command", "list_command", "load_entry_point"]
 
 
 def load_entry_point(spec: Any) -> Any:
@@ -56,7 +56,7 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (a list of specs) instead of tables.")] = False,
 ) -> None:
     """List every registered environment, grouped by family."""
-    from envgym.registration import list_envs  # noqa: PLC0415
+    from envgym.registration import list_envs
 
     registry_kind = resolve_kind(kind)
     everything = list_envs()
@@ -111,7 +111,7 @@ def _arguments(cls: type) -> list[dict[str, Any]]:
         )
     seen = {a["name"] for a in args}
     # TextEnv subclasses forward **kwargs to TextEnv.__init__: list the common arguments too.
-    from envgym.core import TextEnv  # noqa: PLC0415
+    from envgym.core import TextEnv
 
     if isinstance(cls, type) and issubclass(cls, TextEnv) and cls is not TextEnv:
         for p in inspect.signature(TextEnv.__init__).parameters.values():
@@ -133,7 +133,7 @@ def describe_spec(spec: Any) -> dict[str, Any]:
 
     Builds the environment once (with its registered kwargs) to read its spaces and turn limit.
     """
-    from envgym.registration import list_envs, make, make_aec  # noqa: PLC0415
+    from envgym.registration import list_envs, make, make_aec
 
     cls = load_entry_point(spec)
     card = cls.env_card() if hasattr(cls, "env_card") else (inspect.getdoc(cls) or cls.__name__)

@@ -34,7 +34,7 @@ def check_spec(spec: Any) -> dict[str, Any]:
     Returns a JSON-ready record: id, kind, passed, checks (names that passed), steps, seconds,
     error (``"ExceptionType: message"`` or ``None``) and the warnings raised during the check.
     """
-    from envgym import testing  # noqa: PLC0415
+    from envgym import testing
 
     checker = {
         "gymnasium": testing.check_env,
@@ -80,7 +80,7 @@ def check_command(
 
     Exits 1 when any environment fails.
     """
-    from envgym.registration import list_envs  # noqa: PLC0415
+    from envgym.registration import list_envs
 
     registry_kind = resolve_kind(kind)
     if target == "all":

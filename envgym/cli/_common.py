@@ -22,22 +22,22 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from envgym.errors import UnknownEnvError, suggest
 
 __all__ = [
-    "EXIT_OK",
     "EXIT_FAILED",
+    "EXIT_OK",
     "EXIT_USAGE",
     "KIND_LABELS",
-    "out_console",
+    "echo_json",
     "err_console",
     "fail",
-    "echo_json",
-    "parse_kwargs",
-    "specs_for",
-    "select_spec",
-    "resolve_kind",
-    "progress_bar",
     "fmt_float",
-    "jsonable",
     "handle_errors",
+    "jsonable",
+    "out_console",
+    "parse_kwargs",
+    "progress_bar",
+    "resolve_kind",
+    "select_spec",
+    "specs_for",
 ]
 
 EXIT_OK = 0
@@ -139,7 +139,7 @@ def specs_for(env_id: str) -> list[Any]:
 
     Exits with code 2 and a "did you mean" message when the id is unknown.
     """
-    from envgym.registration import list_envs, spec  # noqa: PLC0415
+    from envgym.registration import list_envs, spec
 
     found = [s for s in list_envs() if s.id == env_id]
     if not found:
@@ -212,10 +212,10 @@ def handle_errors(func: Any) -> Any:
     Usage errors (bad ``--kwargs`` or ``--agent``, unknown ids, bad environment arguments) exit 2;
     any other :class:`envgym.errors.EnvgymError` exits 1. Other exceptions keep their traceback.
     """
-    import functools  # noqa: PLC0415
-    import inspect  # noqa: PLC0415
+    import functools
+    import inspect
 
-    from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, UnknownAgentError  # noqa: PLC0415
+    from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, UnknownAgentError
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

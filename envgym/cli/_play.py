@@ -33,7 +33,7 @@ from envgym.cli._common import (
 )
 from envgym.errors import suggest
 
-__all__ = ["play_command", "resolve_input", "HELP_TEXT"]
+__all__ = ["HELP_TEXT", "play_command", "resolve_input"]
 
 #: How many actions are listed before the list is cut (``:actions`` shows them all).
 SHOWN_ACTIONS = 30
@@ -171,7 +171,7 @@ def _ask(console: Console, prompt: str, observation: str, actions: Sequence[str]
 
 
 def _play_single(console: Console, env_id: str, kwargs: dict[str, Any], seed: int | None) -> dict[str, Any]:
-    from envgym.registration import make  # noqa: PLC0415
+    from envgym.registration import make
 
     env = make(env_id, **kwargs)
     tally = _Tally()
@@ -218,7 +218,7 @@ def _aec_actions(info: Mapping[str, Any] | None) -> list[str] | None:
 def _play_aec(
     console: Console, env_id: str, kwargs: dict[str, Any], seed: int | None, seat: str | None
 ) -> dict[str, Any]:
-    from envgym.registration import make_aec  # noqa: PLC0415
+    from envgym.registration import make_aec
 
     env = make_aec(env_id, **kwargs)
     tally = _Tally()

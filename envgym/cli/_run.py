@@ -28,7 +28,7 @@ from envgym.cli._common import (
 from envgym.cli.agents import check_agent_spec, known_agent_specs, parse_agent_spec
 from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
 
-__all__ = ["run_command", "run_all_command", "run_one"]
+__all__ = ["run_all_command", "run_command", "run_one"]
 
 DEFAULT_ALL_AGENTS = ("oracle", "random")
 
@@ -64,10 +64,15 @@ def run_one(
 ) -> tuple[dict[str, Any], list[Any]]:
     """Run ``episodes`` of ``env_id`` in this process with the agent named by ``agent_spec``;
     return (summary, trajectories). Nothing is written to disk."""
-    from envgym.rollout import RunConfig, Runner  # noqa: PLC0415
+    from envgym.rollout import RunConfig, Runner
 
     config = RunConfig(
-        env_id=env_id, agent=agent_spec, episodes=episodes, seed=seed, env_kwargs=dict(env_kwargs or {}), num_envs=num_envs
+        env_id=env_id,
+        agent=agent_spec,
+        episodes=episodes,
+        seed=seed,
+        env_kwargs=dict(env_kwargs or {}),
+        num_envs=num_envs,
     )
     agent = parse_agent_spec(agent_spec, seed=seed)
     try:
@@ -118,7 +123,7 @@ def _print_run(summary: dict[str, Any]) -> None:
 
 
 def _run_progress(console: Any) -> Any:
-    from rich.progress import (  # noqa: PLC0415
+    from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,
@@ -152,7 +157,9 @@ def run_command(
             "--agent", "-a", help=f"Agent spec: {known_agent_specs()}. Default: random ('all': oracle and random)."
         ),
     ] = None,
-    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes to run (a multiple of --group-size).")] = 10,
+    episodes: Annotated[
+        int, typer.Option("--episodes", "-n", help="Episodes to run (a multiple of --group-size).")
+    ] = 10,
     seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the first group; group g plays seed + g.")] = 0,
     kwargs: Annotated[
         list[str] | None,
@@ -202,7 +209,7 @@ def run_command(
     resolved configuration, package versions and git commit; running the same command again
     resumes (finished episodes are skipped; a changed configuration is refused).
     """
-    from envgym.rollout import PromptConfig, RunConfig, Runner  # noqa: PLC0415
+    from envgym.rollout import PromptConfig, RunConfig, Runner
 
     if env_id == "all":
         if kwargs:
@@ -268,7 +275,9 @@ def run_command(
             result = runner.run()
         except (KeyboardInterrupt, StopRun) as err:
             progress.stop()
-            where = f" in {out}; run the same command again to resume" if out else " (not saved: use --out DIR to resume)"
+            where = (
+                f" in {out}; run the same command again to resume" if out else " (not saved: use --out DIR to resume)"
+            )
             what = "stopped" if isinstance(err, StopRun) else "interrupted"
             console.print(f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded{escape(where)}.", soft_wrap=True)
             raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
@@ -294,7 +303,7 @@ def _run_all(
     variants: bool,
     as_json: bool,
 ) -> None:
-    from envgym.registration import list_envs  # noqa: PLC0415
+    from envgym.registration import list_envs
 
     _check_positive("--episodes", episodes)
     for spec_text in agents:
@@ -347,11 +356,23 @@ def _run_all(
     errors = [r for r in rows if r.get("error")]
     skipped = [r for r in rows if r.get("skipped")]
     if as_json:
-        echo_json({"episodes_per_env": episodes, "seed": seed, "agents": list(agents), "wall_time_s": round(wall, 3),
-                   "errors": len(errors), "skipped": len(skipped), "results": rows})
+        echo_json(
+            {
+                "episodes_per_env": episodes,
+                "seed": seed,
+                "agents": list(agents),
+                "wall_time_s": round(wall, 3),
+                "errors": len(errors),
+                "skipped": len(skipped),
+                "results": rows,
+            }
+        )
     else:
-        table = Table(title=f"envgym run-all ({episodes} episodes per env and agent, seed {seed})",
-                      title_justify="left", title_style="bold")
+        table = Table(
+            title=f"envgym run-all ({episodes} episodes per env and agent, seed {seed})",
+            title_justify="left",
+            title_style="bold",
+        )
         table.add_column("env", no_wrap=True, style="cyan")
         table.add_column("agent", no_wrap=True)
         table.add_column("episodes", justify="right")
@@ -364,7 +385,9 @@ def _run_all(
             table.add_column("note", overflow="fold")
         for r in rows:
             if r.get("error") or r.get("skipped"):
-                note = Text(r["error"][:200], style="red") if r.get("error") else Text(r["skipped"][:200], style="yellow")
+                note = (
+                    Text(r["error"][:200], style="red") if r.get("error") else Text(r["skipped"][:200], style="yellow")
+                )
                 table.add_row(r["env_id"], r["agent"], "0", "-", "-", "-", "-", "-", note)
                 continue
             table.add_row(

@@ -14,7 +14,7 @@ import typer
 from envgym.errors import ConfigError, UnknownAgentError
 from envgym.rollout.specs import AGENT_KINDS, AgentKind, known_agent_specs, make_agent, split_agent_spec
 
-__all__ = ["AGENT_KINDS", "AgentKind", "check_agent_spec", "parse_agent_spec", "known_agent_specs"]
+__all__ = ["AGENT_KINDS", "AgentKind", "check_agent_spec", "known_agent_specs", "parse_agent_spec"]
 
 
 def check_agent_spec(spec: str) -> None:

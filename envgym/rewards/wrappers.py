@@ -46,10 +46,9 @@ there) or capped per episode and never paid for repeated or goal-echoing text (m
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
-
-import dataclasses
 import itertools
 import math
 import re

@@ -54,7 +54,10 @@ class AgentOutput:
         text: the completion (for a chat agent, the whole reply; the prompting layer extracts the
             action from it) or, for a non-chat agent, the action itself.
         token_ids: the completion's token ids exactly as sampled (no re-tokenisation), if known.
-        logprobs: the sampling log-probability of each of ``token_ids`` (same length).
+        logprobs: the model's log-probability of each of ``token_ids`` (same length), at
+            temperature 1 without top-k/top-p truncation: what a trainer's teacher-forced forward
+            pass recomputes. Agents that sample from a changed distribution may put those
+            log-probs in ``extra["sampling_logprobs"]``.
         prompt_token_ids: the prompt's token ids exactly as fed to the model, if known.
         finish_reason: ``"stop"`` (end of message), ``"length"`` (token limit) or ``None``.
         extra: anything else worth keeping in the trajectory (JSON-serialisable).
@@ -88,7 +91,7 @@ class Agent(abc.ABC):
     def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
         """Choose the next action of every episode in ``batch``."""
 
-    def start_episode(  # noqa: B027 - optional hook
+    def start_episode(
         self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0
     ) -> None:
         """Called before an episode's first turn.
@@ -97,13 +100,13 @@ class Agent(abc.ABC):
         rollouts play the same seed ``k`` times), so sampling agents seed themselves from both.
         """
 
-    def end_episode(self, episode_id: str) -> None:  # noqa: B027 - optional hook
+    def end_episode(self, episode_id: str) -> None:
         """Called after an episode ended (or was abandoned)."""
 
-    def reset(self) -> None:  # noqa: B027 - optional hook
+    def reset(self) -> None:
         """Forget every episode's state (a runner calls it before a run)."""
 
-    def close(self) -> None:  # noqa: B027 - optional hook
+    def close(self) -> None:
         """Release resources (models, connections). Calling it twice is harmless."""
 
 

@@ -20,7 +20,9 @@ def _check_outputs(agent: Agent, batch: Sequence[AgentInput], outputs: Any) -> l
     if not isinstance(outputs, list):
         raise AgentContractError(f"{name}.act must return a list, got {type(outputs).__name__}.")
     if len(outputs) != len(batch):
-        raise AgentContractError(f"{name}.act returned {len(outputs)} outputs for {len(batch)} inputs; it must return one per input.")
+        raise AgentContractError(
+            f"{name}.act returned {len(outputs)} outputs for {len(batch)} inputs; it must return one per input."
+        )
     for i, output in enumerate(outputs):
         where = f"{name}.act output {i} (episode {batch[i].episode_id})"
         if not isinstance(output, AgentOutput):
@@ -33,14 +35,18 @@ def _check_outputs(agent: Agent, batch: Sequence[AgentInput], outputs: Any) -> l
                 raise AgentContractError(f"{where}: token_ids must be non-negative ints, got {ids[:10]!r}...")
         if logprobs is not None:
             if ids is not None and len(ids) != len(logprobs):
-                raise AgentContractError(f"{where}: {len(ids)} token_ids but {len(logprobs)} logprobs; they pair up one to one.")
+                raise AgentContractError(
+                    f"{where}: {len(ids)} token_ids but {len(logprobs)} logprobs; they pair up one to one."
+                )
             bad = [lp for lp in logprobs if not isinstance(lp, float | int) or not math.isfinite(lp) or lp > 1e-6]
             if bad:
                 raise AgentContractError(f"{where}: logprobs must be finite and <= 0, got {bad[:5]!r}.")
         if output.prompt_token_ids is not None and not all(isinstance(t, int) for t in output.prompt_token_ids):
             raise AgentContractError(f"{where}: prompt_token_ids must be ints.")
         if output.finish_reason not in (None, "stop", "length"):
-            raise AgentContractError(f"{where}: finish_reason must be 'stop', 'length' or None, got {output.finish_reason!r}.")
+            raise AgentContractError(
+                f"{where}: finish_reason must be 'stop', 'length' or None, got {output.finish_reason!r}."
+            )
     return outputs
 
 
@@ -66,9 +72,9 @@ def check_agent(
     Raises:
         AgentContractError: with what was expected and what came.
     """
-    from envgym.registration import make  # noqa: PLC0415
-    from envgym.rollout.prompting import Conversation, PromptConfig  # noqa: PLC0415
-    from envgym.rollout.runner import RunConfig, Runner  # noqa: PLC0415
+    from envgym.registration import make
+    from envgym.rollout.prompting import Conversation, PromptConfig
+    from envgym.rollout.runner import RunConfig, Runner
 
     agent.reset()
     envs = [make(env_id) for _ in range(batch_size)]
@@ -104,11 +110,15 @@ def check_agent(
     finally:
         for env in envs:
             env.close()
-    config = RunConfig(env_id=env_id, agent=agent.name, episodes=episodes, seed=seed, max_turns=max_turns, max_retries=0)
+    config = RunConfig(
+        env_id=env_id, agent=agent.name, episodes=episodes, seed=seed, max_turns=max_turns, max_retries=0
+    )
     result = Runner(config, agent).run()
     errors = [t for t in result.trajectories if not t.scored]
     if errors:
-        raise AgentContractError(f"{agent.name}: {len(errors)} of {episodes} episodes failed in the runner: {errors[0].errors[-1]}")
+        raise AgentContractError(
+            f"{agent.name}: {len(errors)} of {episodes} episodes failed in the runner: {errors[0].errors[-1]}"
+        )
     agent.reset()
     agent.close()
     agent.close()

@@ -35,10 +35,10 @@ from envgym.rollout.records import Trajectory, json_safe
 __all__ = [
     "RunFolder",
     "export_parquet",
+    "git_commit",
     "load_run",
     "load_trajectories",
     "package_versions",
-    "git_commit",
 ]
 
 CONFIG_FILE = "config.json"
@@ -125,7 +125,9 @@ def _read_records(path: Path, *, repair: bool = False) -> list[Trajectory]:
         except json.JSONDecodeError as err:
             if not complete and end == len(raw):  # torn final line from an interrupted write
                 break
-            raise ConfigError(f"{path}: line {len(records) + 1} is not valid JSON ({err}); the file is damaged.") from err
+            raise ConfigError(
+                f"{path}: line {len(records) + 1} is not valid JSON ({err}); the file is damaged."
+            ) from err
         if data is not None:
             if not complete:  # valid JSON without its newline: the write was cut just before it
                 break
@@ -168,7 +170,9 @@ class RunFolder:
             try:
                 old = json.loads(config_path.read_text(encoding="utf-8"))
             except json.JSONDecodeError as err:
-                raise ConfigError(f"{config_path} is not valid JSON ({err}); remove the folder or pick another --out.") from err
+                raise ConfigError(
+                    f"{config_path} is not valid JSON ({err}); remove the folder or pick another --out."
+                ) from err
             old_identity = {k: old.get(k) for k in self.identity_keys}
             new_identity = {k: self.config.get(k) for k in self.identity_keys}
             if old_identity != new_identity:
@@ -249,7 +253,7 @@ def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
 
 def _pandas() -> Any:
     try:
-        import pandas  # noqa: PLC0415
+        import pandas
     except ImportError as err:
         raise MissingDependencyError('loading runs as tables needs pandas: pip install "envgym[data]"') from err
     return pandas

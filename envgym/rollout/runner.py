@@ -98,7 +98,9 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.env_id, str) or not self.env_id:
-            raise ConfigError(f"env_id must be a registered environment id such as 'envgym/Sokoban-v0', got {self.env_id!r}.")
+            raise ConfigError(
+                f"env_id must be a registered environment id such as 'envgym/Sokoban-v0', got {self.env_id!r}."
+            )
         for name in ("episodes",):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 0:
@@ -125,7 +127,9 @@ class RunConfig:
         for name, options in (("backend", BACKENDS), ("mode", MODES)):
             value = getattr(self, name)
             if value not in options:
-                raise ConfigError(f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}.{suggest(str(value), options)}")
+                raise ConfigError(
+                    f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}.{suggest(str(value), options)}"
+                )
         if not isinstance(self.prompt, PromptConfig):
             raise ConfigError(f"prompt must be a PromptConfig, got {type(self.prompt).__name__}.")
         if not isinstance(self.env_kwargs, Mapping) or not isinstance(self.agent_options, Mapping):
@@ -148,7 +152,9 @@ class RunConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise ConfigError(f"unknown run setting {unknown[0]!r}.{suggest(unknown[0], known)} Known: {', '.join(sorted(known))}.")
+            raise ConfigError(
+                f"unknown run setting {unknown[0]!r}.{suggest(unknown[0], known)} Known: {', '.join(sorted(known))}."
+            )
         values = dict(data)
         if isinstance(values.get("prompt"), Mapping):
             values["prompt"] = PromptConfig.from_dict(values["prompt"])
@@ -171,7 +177,7 @@ def _now() -> str:
 class _Live:
     """One live episode attempt."""
 
-    __slots__ = ("index", "slot", "traj", "obs", "info", "conv", "t0", "sampled", "done")
+    __slots__ = ("conv", "done", "index", "info", "obs", "sampled", "slot", "t0", "traj")
 
     def __init__(self, index: int, slot: int, traj: Trajectory) -> None:
         self.index = index
@@ -240,16 +246,18 @@ class Runner:
     # -- public -----------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Play every episode not already recorded in the run folder; return all of them."""
-        from envgym.registration import spec  # noqa: PLC0415
+        from envgym.registration import spec
 
         cfg = self.config
         env_spec = spec(cfg.env_id)  # unknown ids fail here, before anything loads
         if env_spec.kind != "gymnasium":
-            raise ConfigError(f"{cfg.env_id!r} is a multi-agent ({env_spec.kind}) environment; the runner plays single-agent ids.")
+            raise ConfigError(
+                f"{cfg.env_id!r} is a multi-agent ({env_spec.kind}) environment; the runner plays single-agent ids."
+            )
         self._env_version = env_spec.version
         # Build one environment here first: bad kwargs or a missing extra are usage errors, not
         # env_errors of every episode.
-        from envgym.registration import make  # noqa: PLC0415
+        from envgym.registration import make
 
         make(cfg.env_id, **dict(cfg.env_kwargs)).close()
         if self.out is not None:
@@ -295,7 +303,7 @@ class Runner:
 
     # -- agent ------------------------------------------------------------------------------
     def _build_agent(self) -> Agent:
-        from envgym.rollout.specs import make_agent  # noqa: PLC0415
+        from envgym.rollout.specs import make_agent
 
         return make_agent(self.config.agent or "random", seed=self.config.seed, **dict(self.config.agent_options))
 
@@ -370,7 +378,7 @@ class Runner:
         live.done = True
         try:
             agent.end_episode(live.traj.episode_id)
-        except Exception:  # noqa: BLE001 - the agent is already misbehaving; keep the run going
+        except Exception:
             log.exception("agent.end_episode failed for episode %s", live.traj.episode_id)
         with self._lock:
             errors = self._errors.setdefault(live.index, [])
@@ -407,7 +415,7 @@ class Runner:
             sample = getattr(env.unwrapped, "sample_action", None)
         elif live.sampled is not None:
             sampled = live.sampled
-            sample = lambda _rng: sampled  # noqa: E731 - the worker already sampled it
+            sample = lambda _rng: sampled
         else:
             sample = None
         conv = live.conv
@@ -436,7 +444,13 @@ class Runner:
             keep = []
             for live in batch:
                 if now - live.t0 > cfg.episode_timeout_s:
-                    failures.append((live, TerminationReason.TIMEOUT.value, f"episode ran past episode_timeout_s={cfg.episode_timeout_s:g}"))
+                    failures.append(
+                        (
+                            live,
+                            TerminationReason.TIMEOUT.value,
+                            f"episode ran past episode_timeout_s={cfg.episode_timeout_s:g}",
+                        )
+                    )
                 else:
                     keep.append(live)
             batch = keep
@@ -446,8 +460,10 @@ class Runner:
         t0 = time.perf_counter()
         outputs: list[Any] = self._ask(agent, inputs)
         agent_s = time.perf_counter() - t0
-        if len(batch) > 1 and any(isinstance(o, _Failure) for o in outputs) and not all(
-            isinstance(o, _Failure) and o.kind == TerminationReason.TIMEOUT.value for o in outputs
+        if (
+            len(batch) > 1
+            and any(isinstance(o, _Failure) for o in outputs)
+            and not all(isinstance(o, _Failure) and o.kind == TerminationReason.TIMEOUT.value for o in outputs)
         ):
             # The batched call failed as a whole: ask again one episode at a time, so only the
             # episode that makes the agent fail is charged with it.
@@ -479,7 +495,7 @@ class Runner:
             if live.done:
                 try:
                     agent.end_episode(live.traj.episode_id)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     log.exception("agent.end_episode failed for episode %s", live.traj.episode_id)
                 self._finish(live.traj, live)
         if self.on_turns is not None:
@@ -687,4 +703,3 @@ def run_episodes(
         **settings,
     )
     return Runner(config, agent, on_episode_end=on_episode_end).run().trajectories
-

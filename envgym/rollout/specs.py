@@ -53,7 +53,7 @@ def _agents_module(name: str) -> Any:
 
 
 def _random(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
-    from envgym.rollout.agent import RandomAgent  # noqa: PLC0415
+    from envgym.rollout.agent import RandomAgent
 
     if argument is None:
         return RandomAgent(seed=seed, **options)
@@ -125,7 +125,9 @@ def split_agent_spec(spec: str) -> tuple[AgentKind, str | None]:
     name = name.strip().lower()
     kind = AGENT_KINDS.get(name)
     if kind is None:
-        raise UnknownAgentError(f"unknown agent {spec!r}.{suggest(name, AGENT_KINDS)} Known agents: {known_agent_specs()}.")
+        raise UnknownAgentError(
+            f"unknown agent {spec!r}.{suggest(name, AGENT_KINDS)} Known agents: {known_agent_specs()}."
+        )
     arg: str | None = argument.strip() if sep else None
     if arg == "":
         arg = None

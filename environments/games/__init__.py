@@ -45,7 +45,9 @@ def _game(name: str, module: str, cls: str, summary: str, **extra: dict[str, Any
 
 
 SPECS: list[EnvSpec] = [
-    *_game("Sokoban", "sokoban", "SokobanEnv", "Push every box onto a target on a procedurally generated, solvable level"),
+    *_game(
+        "Sokoban", "sokoban", "SokobanEnv", "Push every box onto a target on a procedurally generated, solvable level"
+    ),
     *_game(
         "FrozenLake",
         "frozen_lake",

@@ -14,7 +14,7 @@ import re
 from typing import Any, ClassVar
 
 from envgym import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import check_choice, InvalidKwargsError
+from envgym.errors import InvalidKwargsError, check_choice
 from envgym.multiagent import Played, TextAECEnv
 
 __all__ = [

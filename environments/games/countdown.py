@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import check_choice, ConfigError, InvalidKwargsError
+from envgym.errors import ConfigError, InvalidKwargsError, check_choice
 
 __all__ = [
     "DIFFICULTIES",

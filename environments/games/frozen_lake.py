@@ -14,7 +14,7 @@ import zlib
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import check_choice, ConfigError, InvalidKwargsError
+from envgym.errors import ConfigError, InvalidKwargsError, check_choice
 
 __all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "FrozenLakeEnv", "distances_to", "in_split", "parse_lake"]
 

@@ -11,7 +11,7 @@ from itertools import compress
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import check_choice, InvalidKwargsError
+from envgym.errors import InvalidKwargsError, check_choice
 
 __all__ = ["DIFFICULTIES", "MinesweeperEnv", "in_split", "logic_solvable", "neighbours", "solvable_from"]
 

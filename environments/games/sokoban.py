@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import check_choice, ConfigError, InvalidKwargsError
+from envgym.errors import ConfigError, InvalidKwargsError, check_choice
 
 __all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "SokobanEnv", "dead_squares", "in_split", "parse_level"]
 

@@ -9,7 +9,7 @@ from importlib import resources
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import check_choice, ConfigError, InvalidKwargsError
+from envgym.errors import ConfigError, InvalidKwargsError, check_choice
 
 __all__ = ["DIFFICULTIES", "WordleEnv", "allowed_words", "answer_words", "feedback", "split_answers"]
 

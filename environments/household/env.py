@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.environments.household import world as W
-from envgym.errors import check_choice, InvalidKwargsError, suggest
+from envgym.errors import InvalidKwargsError, check_choice, suggest
 
 __all__ = ["HouseholdEnv"]
 

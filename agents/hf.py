@@ -1,0 +1,388 @@
+"""``HFAgent``: a local transformers causal LM (default: the bundled SmolLM2-135M-Instruct) as a chat agent.
+
+The agent applies the model's chat template to each episode's messages and samples replies with
+its own decoding loop (KV cache, left padding), not ``model.generate``, for three reasons the
+trainer relies on:
+
+* **Per-episode randomness.** Every episode draws its tokens from its own
+  :class:`torch.Generator`, seeded from (agent seed, episode seed, group member, turn). An
+  episode's reply does not depend on which other episodes share the batch, their order or the
+  micro-batch size, up to float rounding in batched matrix products (about 1e-5 in a log-prob),
+  which can change a token only when two candidates are that close (see
+  :func:`sample_next_tokens`).
+* **Exact records.** ``token_ids`` are the sampled ids (including the final stop token when one
+  was sampled), ``prompt_token_ids`` the prompt ids as fed (no padding).
+* **Two log-probs per token.** ``AgentOutput.logprobs`` holds the *model* log-probability of each
+  sampled token: ``log_softmax(logits)`` at temperature 1 with no top-k/top-p truncation -- what
+  a trainer recomputes with one teacher-forced forward pass over prompt + completion.
+  ``AgentOutput.extra["sampling_logprobs"]`` holds the log-probability under the distribution the
+  token was actually drawn from: ``log_softmax(logits / temperature)``, restricted to the top-k /
+  top-p set and renormalised when those are on (without truncation it too is recomputable from
+  the logits). Greedy decoding (temperature 0) draws from a point mass, so those entries are 0.0.
+  With temperature 1 and no truncation the two lists agree. ``extra["sampling"]`` records the
+  temperature, top_k and top_p used.
+
+Sampling uses the exponential race (Gumbel-max trick): see :func:`sample_next_tokens`.
+Generators live on the model's device, so CPU and GPU runs of the same seeds draw different
+numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import os
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
+from envgym.models import load_causal_lm, load_tokenizer
+from envgym.rollout.agent import Agent, AgentInput, AgentOutput
+
+__all__ = ["HFAgent", "sample_next_tokens"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Row:
+    """One episode's generation state inside a micro-batch."""
+
+    prompt: list[int]
+    limit: int
+    generator: Any
+    tokens: list[int]
+    logprobs: list[float]
+    sampling_logprobs: list[float]
+    finish_reason: str | None = None
+
+
+def _mix_seed(*parts: object) -> int:
+    """A 63-bit seed from ``parts`` (stable across processes and Python versions, unlike ``hash``)."""
+    digest = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+def _select_cache_rows(cache: Any, index: Any) -> None:
+    """Keep only the batch lines ``index`` of a transformers KV cache, in place."""
+    if hasattr(cache, "reorder_cache"):  # transformers Cache objects (beam search uses it the same way)
+        cache.reorder_cache(index)
+    else:  # pragma: no cover - older caches
+        cache.batch_select_indices(index)
+
+
+class HFAgent(Agent):
+    """A transformers causal LM answering chat messages (``chat = True``), batched, seeded per episode.
+
+    Args:
+        model: model alias (``"smollm2"``) or local transformers folder; see
+            :func:`envgym.models.resolve_model`. Ignored for the weights when ``model_obj`` is given
+            (the tokenizer is still loaded from it when ``tokenizer`` is ``None``).
+        device: where to run; ``None``: CUDA when available, else CPU. Ignored with ``model_obj``
+            (a live model stays where it is).
+        dtype: weight dtype; ``None``: bfloat16 on CUDA, float32 on CPU. Ignored with ``model_obj``.
+        temperature: softmax temperature; 0 means greedy (argmax) decoding.
+        top_p: nucleus sampling mass in (0, 1]; 1 keeps every token.
+        top_k: keep only the ``k`` most likely tokens; 0 keeps every token.
+        max_new_tokens: the most tokens per reply (an input's own ``max_new_tokens`` lowers it).
+        seed: agent seed, mixed into every episode's generator seed.
+        batch_size: most episodes per forward pass (larger batches are split into micro-batches).
+        model_obj: a live ``transformers`` causal LM to use instead of loading ``model`` (the
+            trainer passes its policy). Its train/eval mode is restored after each ``act``.
+        tokenizer: the tokenizer that goes with ``model_obj``.
+        ignore_eos: keep generating past stop tokens until the token limit (for throughput
+            benchmarks only: replies then always end with ``finish_reason="length"``).
+        name: shown in reports; default ``"hf:<model>"``.
+    """
+
+    chat = True
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = "smollm2",
+        *,
+        device: Any = None,
+        dtype: Any = None,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        max_new_tokens: int = 128,
+        seed: int = 0,
+        batch_size: int = 32,
+        model_obj: Any = None,
+        tokenizer: Any = None,
+        ignore_eos: bool = False,
+        name: str | None = None,
+    ) -> None:
+        checks = [
+            ("temperature", temperature, isinstance(temperature, int | float) and temperature >= 0, "a number >= 0"),
+            ("top_p", top_p, isinstance(top_p, int | float) and 0 < top_p <= 1, "a number in (0, 1]"),
+            ("top_k", top_k, isinstance(top_k, int) and top_k >= 0, "an int >= 0"),
+            ("max_new_tokens", max_new_tokens, isinstance(max_new_tokens, int) and max_new_tokens >= 1, "an int >= 1"),
+            ("batch_size", batch_size, isinstance(batch_size, int) and batch_size >= 1, "an int >= 1"),
+            ("seed", seed, isinstance(seed, int), "an int"),
+        ]
+        for arg, value, ok, expected in checks:
+            if not ok or isinstance(value, bool):
+                raise ConfigError(f"HFAgent {arg} must be {expected}, got {value!r}.")
+        try:
+            import torch
+        except ImportError as err:
+            raise MissingDependencyError("torch", "llm", "HFAgent") from err
+
+        self.model_spec = os.fspath(model)
+        self.name = name or f"hf:{self.model_spec}"
+        self.temperature = float(temperature)
+        self.top_p = float(top_p)
+        self.top_k = top_k
+        self.max_new_tokens = max_new_tokens
+        self.seed = seed
+        self.batch_size = batch_size
+        self.ignore_eos = ignore_eos
+        self._sampling = {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
+        if model_obj is None:
+            self.model, loaded_tokenizer = load_causal_lm(self.model_spec, device=device, dtype=dtype)
+            self.tokenizer = tokenizer if tokenizer is not None else loaded_tokenizer
+        else:
+            self.model = model_obj
+            self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_spec)
+        self.device = next(self.model.parameters()).device
+        self._torch = torch
+        self._episodes: dict[str, tuple[int | None, int]] = {}
+        self.stop_token_ids = self._stop_ids()
+        pad = self.tokenizer.pad_token_id
+        self._pad_id = pad if pad is not None else min(self.stop_token_ids or {0})
+        self._max_positions = getattr(self.model.config, "max_position_embeddings", None)
+        forward = inspect.signature(self.model.forward).parameters
+        self._logits_to_keep = "logits_to_keep" in forward
+        self._closed = False
+
+    # ------------------------------------------------------------------ episode bookkeeping
+    def start_episode(self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0) -> None:
+        self._episodes[episode_id] = (seed, member)
+
+    def end_episode(self, episode_id: str) -> None:
+        self._episodes.pop(episode_id, None)
+
+    def reset(self) -> None:
+        self._episodes.clear()
+
+    def close(self) -> None:
+        """Drop the model and tokenizer (frees their memory once nothing else holds them)."""
+        if self._closed:
+            return
+        self._closed = True
+        self.model = None
+        self.tokenizer = None
+        self._episodes.clear()
+
+    def _generator(self, item: AgentInput) -> Any:
+        """The episode's generator for this turn: same episode, seed, member and turn -> same draws.
+
+        An episode that was never started (or started with seed ``None``) is seeded from its
+        episode id, so it is still reproducible.
+        """
+        seed, member = self._episodes.get(item.episode_id, (None, 0))
+        episode_key: object = seed if seed is not None else ("id", zlib.crc32(item.episode_id.encode("utf-8")))
+        generator = self._torch.Generator(device=self.device)
+        generator.manual_seed(_mix_seed(self.seed, episode_key, member, item.turn))
+        return generator
+
+    def _stop_ids(self) -> set[int]:
+        """EOS ids of the generation config and tokenizer, plus the chat end-of-turn token."""
+        ids: set[int] = set()
+        config = getattr(self.model, "generation_config", None)
+        eos = getattr(config, "eos_token_id", None)
+        for value in eos if isinstance(eos, list | tuple) else [eos]:
+            if isinstance(value, int):
+                ids.add(value)
+        if isinstance(self.tokenizer.eos_token_id, int):
+            ids.add(self.tokenizer.eos_token_id)
+        vocab = self.tokenizer.get_vocab()
+        for token in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"):
+            if token in vocab:
+                ids.add(vocab[token])
+        return ids
+
+    # ------------------------------------------------------------------ prompting
+    def prompt_ids(self, item: AgentInput) -> list[int]:
+        """The prompt token ids for ``item``: its messages (or its observation as one user message)
+        through the tokenizer's chat template, with the assistant turn opened."""
+        messages = [dict(m) for m in item.messages] or [{"role": "user", "content": item.observation}]
+        if getattr(self.tokenizer, "chat_template", None):
+            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            # The template already writes every special token (BOS included where it wants one).
+            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        # A model without a chat template (a base model): plain text, one message per paragraph.
+        text = "\n\n".join(m["content"] for m in messages) + "\n\n"
+        return list(self.tokenizer(text)["input_ids"])
+
+    # ------------------------------------------------------------------ acting
+    def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
+        """Reply to every episode in ``batch`` (one :class:`AgentOutput` each, in order)."""
+        if self._closed:
+            raise EnvgymError(f"{self.name} is closed; create a new HFAgent to act again.")
+        if not batch:
+            return []
+        rows = []
+        for item in batch:
+            prompt = self.prompt_ids(item)
+            limit = (
+                self.max_new_tokens if item.max_new_tokens is None else min(self.max_new_tokens, item.max_new_tokens)
+            )
+            limit = max(0, limit)
+            if self._max_positions is not None and len(prompt) + limit > self._max_positions:
+                limit = max(0, self._max_positions - len(prompt))
+                logger.warning(
+                    "episode %s: the prompt has %d tokens, so only %d new tokens fit in the model's %d positions",
+                    item.episode_id,
+                    len(prompt),
+                    limit,
+                    self._max_positions,
+                )
+            rows.append(_Row(prompt, limit, self._generator(item), [], [], []))
+        # Similar lengths share micro-batches (less padding); results do not depend on the grouping.
+        order = sorted(range(len(rows)), key=lambda i: len(rows[i].prompt))
+        pending = [i for i in order if rows[i].limit > 0]
+        for i in order:
+            if rows[i].limit == 0:
+                rows[i].finish_reason = "length"
+        model = self.model
+        was_training = model.training
+        model.eval()
+        try:
+            with self._torch.inference_mode():
+                for start in range(0, len(pending), self.batch_size):
+                    self._generate([rows[i] for i in pending[start : start + self.batch_size]])
+        finally:
+            if was_training:
+                model.train()
+        return [self._output(row) for row in rows]
+
+    def _output(self, row: _Row) -> AgentOutput:
+        text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
+        return AgentOutput(
+            text=text,
+            token_ids=list(row.tokens),
+            logprobs=list(row.logprobs),
+            prompt_token_ids=list(row.prompt),
+            finish_reason=row.finish_reason,
+            extra={"sampling_logprobs": list(row.sampling_logprobs), "sampling": dict(self._sampling)},
+        )
+
+    def _forward(self, input_ids: Any, attention_mask: Any, position_ids: Any, cache: Any) -> tuple[Any, Any]:
+        kwargs: dict[str, Any] = {}
+        if self._logits_to_keep:
+            kwargs["logits_to_keep"] = 1  # only the last position's logits: the prompt's would be B x L x V
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+            **kwargs,
+        )
+        return out.logits[:, -1, :].float(), out.past_key_values
+
+    def _generate(self, rows: list[_Row]) -> None:
+        """Decode ``rows`` together, filling in their tokens, log-probs and finish reasons."""
+        torch = self._torch
+        device = self.device
+        width = max(len(row.prompt) for row in rows)
+        input_ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, row in enumerate(rows):
+            input_ids[r, width - len(row.prompt) :] = torch.tensor(row.prompt, dtype=torch.long)
+            attention_mask[r, width - len(row.prompt) :] = 1
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        # Positions count real tokens only, so a left-padded prompt sees the same positions as alone.
+        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        logits, cache = self._forward(input_ids, attention_mask, position_ids, None)
+        next_position = position_ids[:, -1:] + 1
+        active = list(range(len(rows)))  # row index of each batch line
+        while True:
+            tokens, model_lp, sampling_lp = sample_next_tokens(
+                logits,
+                [rows[r].generator for r in active],
+                temperature=self.temperature,
+                top_k=self.top_k,
+                top_p=self.top_p,
+            )
+            keep = []
+            for line, r in enumerate(active):
+                row = rows[r]
+                token = int(tokens[line])
+                row.tokens.append(token)
+                row.logprobs.append(float(model_lp[line]))
+                row.sampling_logprobs.append(float(sampling_lp[line]))
+                if not self.ignore_eos and token in self.stop_token_ids:
+                    row.finish_reason = "stop"
+                elif len(row.tokens) >= row.limit:
+                    row.finish_reason = "length"
+                else:
+                    keep.append(line)
+            if not keep:
+                return
+            step_ids = tokens.to(device).unsqueeze(-1)
+            if len(keep) < len(active):
+                # Finished episodes leave the batch (their cache rows too): no compute on them.
+                index = torch.tensor(keep, dtype=torch.long, device=device)
+                _select_cache_rows(cache, index)
+                step_ids, attention_mask, next_position = step_ids[index], attention_mask[index], next_position[index]
+                active = [active[line] for line in keep]
+            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
+            logits, cache = self._forward(step_ids, attention_mask, next_position, cache)
+            next_position = next_position + 1
+
+
+def sample_next_tokens(
+    logits: Any, generators: Sequence[Any], *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+) -> tuple[Any, Any, Any]:
+    """Pick one token per line of ``logits`` (``[batch, vocab]``), line ``i`` drawing from ``generators[i]``.
+
+    Temperature 0 is greedy (argmax; the generators are not used). Otherwise the logits are
+    divided by ``temperature``, truncated to the ``top_k`` most likely tokens (0: no limit) and to
+    the smallest most-likely-first set whose probability reaches ``top_p`` (the most likely token
+    always stays), and a token is drawn by the exponential race (the Gumbel-max trick): token
+    ``argmax_i(log p_i - log E_i)`` with ``E_i ~ Exp(1)``, one per vocabulary entry from the line's
+    generator, is distributed exactly as ``p``. Unlike inverting a cumulative sum over the
+    vocabulary, whose ~50k boundaries each move with float rounding, the race only flips when the
+    two best scores are within rounding of each other, so a line's draw hardly ever depends on
+    the other lines of the batch.
+
+    Returns:
+        CPU tensors ``(tokens, model_logprobs, sampling_logprobs)``: the chosen ids; their
+        log-probability under ``log_softmax(logits)`` (temperature 1, no truncation); and under the
+        distribution they were drawn from (0.0 for greedy).
+    """
+    import torch
+
+    logits = logits.float()
+    model_lp_all = torch.log_softmax(logits, dim=-1)
+    if temperature == 0:
+        tokens = logits.argmax(dim=-1)
+        sampling_lp = torch.zeros(len(generators), dtype=torch.float32)
+    else:
+        scaled = logits / temperature if temperature != 1 else logits
+        vocab = scaled.shape[-1]
+        truncate = (0 < top_k < vocab) or top_p < 1.0
+        if truncate:
+            ranked, order = torch.sort(scaled, dim=-1, descending=True, stable=True)
+            drop = torch.zeros_like(ranked, dtype=torch.bool)
+            if 0 < top_k < vocab:
+                drop[:, top_k:] = True
+            if top_p < 1.0:
+                probs = torch.softmax(ranked.masked_fill(drop, float("-inf")), dim=-1)
+                mass_before = probs.cumsum(dim=-1) - probs  # mass of the more likely tokens
+                drop |= mass_before >= top_p
+            drop[:, 0] = False  # the most likely token always stays
+            scaled = scaled.masked_fill(torch.zeros_like(drop).scatter_(-1, order, drop), float("-inf"))
+        log_probs = model_lp_all if temperature == 1 and not truncate else torch.log_softmax(scaled, dim=-1)
+        noise = torch.stack([torch.empty(vocab, device=logits.device).exponential_(generator=g) for g in generators])
+        tokens = (log_probs - noise.clamp_min(1e-30).log()).argmax(dim=-1)
+        sampling_lp = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    model_lp = model_lp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+    return tokens.cpu(), model_lp.cpu(), sampling_lp.cpu()

