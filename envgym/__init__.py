@@ -40,7 +40,21 @@ _LAZY: dict[str, str] = {
     "check_parallel_env": "envgym.testing",
 }
 _SUBMODULES = frozenset(
-    {"core", "errors", "spaces", "registration", "testing", "rewards", "rollout", "multiagent", "models", "cli"}
+    {
+        "core",
+        "errors",
+        "spaces",
+        "registration",
+        "testing",
+        "rewards",
+        "rollout",
+        "multiagent",
+        "models",
+        "bench",
+        "trainer",
+        "leaderboard",
+        "cli",
+    }
 )
 
 __all__ = sorted([*_LAZY, "__version__"])

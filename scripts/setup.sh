@@ -25,3 +25,16 @@ case ",${EXTRAS}," in
     ;;
 esac
 quiet_pip install --quiet -e ".[${EXTRAS}]"
+# The leaderboard's browser tests drive Debian's Chromium through Playwright (Playwright never
+# downloads a browser here). Installed when the tests are (extra `test`) and it is missing.
+case ",${EXTRAS}," in
+  *,test,*)
+    if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+      SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+      echo "installing Debian's chromium for the browser tests" >&2
+      $SUDO apt-get update -qq >/dev/null && \
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null || \
+        echo "could not install chromium: the browser tests will be skipped" >&2
+    fi
+    ;;
+esac

@@ -24,6 +24,9 @@ LAYERS: dict[str, int] = {
     "envgym.testing": 5,
     "envgym.models": 5,
     "envgym.rollout": 6,
+    "envgym.bench": 7,
+    "envgym.trainer": 7,
+    "envgym.leaderboard": 8,
     "envgym.cli": 9,
 }
 #: Deliberate upward imports, made lazily inside a function, with the reason.
@@ -119,3 +122,21 @@ def test_environments_do_not_import_agents() -> None:
     for path in _py_files("environments"):
         for target, _ in _imports(path):
             assert not target.startswith("envgym.agents"), f"{path} imports {target}: environments never import agents"
+
+
+#: Sibling packages that must stay apart (ARCHITECTURE.md): the trainer and the leaderboard never
+#: import each other, and the trainer does not depend on the benchmark layer either.
+APART = {
+    "envgym.trainer": ("envgym.leaderboard", "envgym.bench"),
+    "envgym.leaderboard": ("envgym.trainer",),
+    "envgym.bench": ("envgym.trainer", "envgym.leaderboard"),
+}
+
+
+@pytest.mark.parametrize("package", sorted(APART))
+def test_trainer_bench_and_leaderboard_stay_apart(package: str) -> None:
+    files = _py_files(package.replace(".", "/"))
+    assert files, f"no files under {package}"
+    for path in files:
+        for target, _ in _imports(path):
+            assert not target.startswith(APART[package]), f"{path} imports {target}"

@@ -1,6 +1,6 @@
 """The ``envgym`` command line.
 
-Subcommands: ``list``, ``info``, ``play``, ``check``, ``run`` and ``run-all``. Results go to
+Subcommands: ``list``, ``info``, ``play``, ``check``, ``run``, ``run-all``, ``bench``, ``train`` and ``leaderboard``. Results go to
 stdout (``--json`` for machines), progress and messages to stderr. Exit codes: 0 ok, 1 failed
 (a check or a run failed), 2 usage error (bad flag, unknown id, bad environment argument).
 
@@ -13,10 +13,13 @@ from typing import Annotated
 
 import typer
 
+from envgym.cli._bench import bench_app
 from envgym.cli._catalog import info_command, list_command
 from envgym.cli._check import check_command
+from envgym.cli._leaderboard import leaderboard_app
 from envgym.cli._play import play_command
 from envgym.cli._run import run_all_command, run_command
+from envgym.cli._train import train_command
 
 __all__ = ["app", "main"]
 
@@ -54,6 +57,9 @@ app.command("play")(play_command)
 app.command("check")(check_command)
 app.command("run")(run_command)
 app.command("run-all")(run_all_command)
+app.add_typer(bench_app, name="bench")
+app.command("train")(train_command)
+app.add_typer(leaderboard_app, name="leaderboard")
 
 
 def main() -> None:

@@ -91,9 +91,7 @@ class Agent(abc.ABC):
     def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
         """Choose the next action of every episode in ``batch``."""
 
-    def start_episode(
-        self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0
-    ) -> None:
+    def start_episode(self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0) -> None:
         """Called before an episode's first turn.
 
         ``seed`` is the environment seed; ``member`` tells apart the episodes of a group (group

@@ -255,7 +255,7 @@ def _pandas() -> Any:
     try:
         import pandas
     except ImportError as err:
-        raise MissingDependencyError('loading runs as tables needs pandas: pip install "envgym[data]"') from err
+        raise MissingDependencyError("pandas", "data", "loading runs as tables") from err
     return pandas
 
 
@@ -334,6 +334,6 @@ def export_parquet(path: str | os.PathLike[str], out: str | os.PathLike[str] | N
         try:
             frame.to_parquet(file, index=False)
         except ImportError as err:
-            raise MissingDependencyError('Parquet export needs pyarrow: pip install "envgym[data]"') from err
+            raise MissingDependencyError("pyarrow", "data", "Parquet export") from err
         written.append(file)
     return written

@@ -1,0 +1,391 @@
+"""Run a suite with one agent: one harness run folder per entry, plus the bench files.
+
+A bench run folder::
+
+    DIR/
+      bench.json     # format, suite {name, version, id, sha256}, agent, agent_options, trials,
+                     # created, envgym_version, packages, git_commit, entries (names, in order)
+      suite.yaml     # the resolved suite (defaults applied), as run
+      entries/<entry-name>/   # an ordinary envgym.rollout run folder (config.json, meta.json,
+                              # episodes.jsonl, summary.json); trials K are group_size=K
+      results.json   # metrics per entry and overall (envgym.bench.metrics)
+
+Every entry goes through :class:`envgym.rollout.Runner`, so running the same suite with the same
+agent into the same folder resumes each entry where it stopped; a different suite (by content
+hash), agent, agent options or trial count is refused before anything runs.
+
+Entry ``e`` with seeds ``s_0 .. s_{n-1}`` and ``K`` trials plays ``n * K`` episodes; episode
+``i`` plays seed ``s_{i // K}`` as trial ``i % K`` (``Trajectory.member``). The agent is built
+once (seed 0; ``random:SEED`` sets another) and serves every entry; sampling agents seed each
+episode from (agent seed, env seed, trial), so a resumed run replays the same episodes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envgym.bench.suite import Suite, load_suite, parse_suite
+from envgym.errors import ConfigError
+from envgym.rollout.records import Trajectory, json_safe
+
+__all__ = [
+    "BENCH_FILE",
+    "BENCH_FORMAT",
+    "RESULTS_FILE",
+    "RESULTS_FORMAT",
+    "SUITE_FILE",
+    "BenchRun",
+    "agent_slug",
+    "default_out",
+    "load_bench_run",
+    "run_suite",
+    "write_results",
+]
+
+BENCH_FORMAT = "envgym-bench-run/1"
+RESULTS_FORMAT = "envgym-bench-results/1"
+BENCH_FILE = "bench.json"
+SUITE_FILE = "suite.yaml"
+RESULTS_FILE = "results.json"
+ENTRIES_DIR = "entries"
+#: bench.json keys that decide what the episodes contain; resuming with one changed is refused.
+IDENTITY = ("suite", "agent", "agent_options", "trials")
+
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.UTC)
+
+
+def agent_slug(spec: str) -> str:
+    """A folder-safe name for an agent spec: ``hf:smollm2`` -> ``hf-smollm2``; the server URL of
+    ``openai:MODEL@URL`` is left out."""
+    text = spec.split("@", 1)[0].lower()
+    slug = re.sub(r"[^a-z0-9]+", "-", text).strip("-")
+    return slug[:60] or "agent"
+
+
+def default_out(suite: Suite, agent: str, *, root: str | os.PathLike[str] = "runs/bench") -> Path:
+    """``runs/bench/<suite-id>/<agent-slug>-<UTC timestamp>`` (relative to the working folder)."""
+    stamp = _now().strftime("%Y%m%dT%H%M%SZ")
+    return Path(root) / suite.id / f"{agent_slug(agent)}-{stamp}"
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(json_safe(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path} cannot be read as JSON ({err}); the bench run folder is damaged.") from err
+
+
+@dataclass
+class BenchRun:
+    """A bench run folder, read back.
+
+    Attributes:
+        path: the folder.
+        meta: ``bench.json``.
+        suite: the resolved suite from ``suite.yaml`` (its hash checked against ``bench.json``).
+    """
+
+    path: Path
+    meta: dict[str, Any]
+    suite: Suite
+    _cache: dict[str, list[Trajectory]] = field(default_factory=dict, repr=False)
+
+    @property
+    def agent(self) -> str:
+        return str(self.meta["agent"])
+
+    @property
+    def trials(self) -> int:
+        return int(self.meta["trials"])
+
+    def entry_dir(self, name: str) -> Path:
+        return self.path / ENTRIES_DIR / name
+
+    def trajectories(self, name: str) -> list[Trajectory]:
+        """The recorded episodes of entry ``name`` (empty when it has not run yet)."""
+        if name not in self._cache:
+            from envgym.rollout.rundir import load_trajectories
+
+            folder = self.entry_dir(name)
+            entry = self.suite.entry(name)
+            expected = entry.episodes * self.trials
+            found = load_trajectories(folder) if folder.is_dir() else []
+            self._cache[name] = [t for t in found if t.index < expected]
+        return self._cache[name]
+
+    def per_entry(self) -> dict[str, list[Trajectory]]:
+        return {e.name: self.trajectories(e.name) for e in self.suite.entries}
+
+    def missing(self) -> dict[str, int]:
+        """Episodes not yet recorded, by entry (an interrupted run)."""
+        out = {}
+        for e in self.suite.entries:
+            gap = e.episodes * self.trials - len(self.trajectories(e.name))
+            if gap:
+                out[e.name] = gap
+        return out
+
+    def results(self, *, recompute: bool = False) -> dict[str, Any]:
+        """``results.json`` (computed from the episodes when missing or ``recompute``)."""
+        file = self.path / RESULTS_FILE
+        if file.exists() and not recompute:
+            data = _read_json(file)
+            if isinstance(data, dict) and data.get("format") == RESULTS_FORMAT:
+                return data
+        return build_results(self)
+
+
+def load_bench_run(path: str | os.PathLike[str]) -> BenchRun:
+    """Open a bench run folder; check its ``bench.json`` and that ``suite.yaml`` still hashes to
+    the recorded sha256 (an edited ``suite.yaml`` is refused)."""
+    import yaml
+
+    folder = Path(path)
+    bench_file = folder / BENCH_FILE
+    if not bench_file.is_file():
+        raise ConfigError(f"{folder} is not a bench run folder (no {BENCH_FILE}); make one with `envgym bench run`.")
+    meta = _read_json(bench_file)
+    if not isinstance(meta, dict) or meta.get("format") != BENCH_FORMAT:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise ConfigError(f"{bench_file}: expected format {BENCH_FORMAT!r}, got {got!r}.")
+    for key in ("suite", "agent", "trials", "entries"):
+        if key not in meta:
+            raise ConfigError(f"{bench_file}: missing field {key!r}; the bench run folder is damaged.")
+    suite_file = folder / SUITE_FILE
+    try:
+        data = yaml.safe_load(suite_file.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"{suite_file} cannot be read ({err}); the bench run folder is damaged.") from err
+    suite = parse_suite(data, source=str(suite_file), check_envs=False, check_ids=False)
+    recorded = meta["suite"].get("sha256") if isinstance(meta["suite"], dict) else None
+    if suite.sha256 != recorded:
+        raise ConfigError(
+            f"{suite_file} hashes to {suite.sha256[:12]}... but {BENCH_FILE} records {str(recorded)[:12]}...: "
+            "the resolved suite was edited after the run. Restore it; results are only valid for the suite as run."
+        )
+    return BenchRun(path=folder, meta=meta, suite=suite)
+
+
+def build_results(run: BenchRun, **bootstrap: Any) -> dict[str, Any]:
+    """The ``results.json`` document of a bench run (not written)."""
+    from envgym.bench.metrics import compute_results
+
+    computed = compute_results(run.per_entry(), **bootstrap)
+    for item in computed["entries"]:
+        entry = run.suite.entry(item["name"])
+        item["env"] = entry.env
+        item["split"] = entry.split
+        item["expected_episodes"] = entry.episodes * run.trials
+    return {
+        "format": RESULTS_FORMAT,
+        "suite": dict(run.meta["suite"]),
+        "agent": run.agent,
+        "agent_options": run.meta.get("agent_options", {}),
+        "trials": run.trials,
+        "metrics": list(run.suite.metrics),
+        "complete": not run.missing(),
+        "missing": run.missing(),
+        **computed,
+    }
+
+
+def write_results(run: BenchRun, **bootstrap: Any) -> dict[str, Any]:
+    """Compute and write ``results.json``; return it."""
+    results = build_results(run, **bootstrap)
+    _write_json(run.path / RESULTS_FILE, results)
+    return results
+
+
+def _identity_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    lines = []
+    for key in IDENTITY:
+        a, b = old.get(key), new.get(key)
+        if key == "suite" and isinstance(a, Mapping) and isinstance(b, Mapping):
+            a = {k: a.get(k) for k in ("id", "sha256")}
+            b = {k: b.get(k) for k in ("id", "sha256")}
+        if json.dumps(json_safe(a), sort_keys=True) != json.dumps(json_safe(b), sort_keys=True):
+            lines.append(f"{key}: {a!r} -> {b!r}")
+    return lines
+
+
+def _seed_list_runner(base: type) -> type:
+    """A :class:`Runner` that plays an explicit seed list: group ``g`` plays ``seeds[g]``."""
+
+    class SeedListRunner(base):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, seeds: tuple[int, ...], **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._seed_list = seeds
+
+        def _new_attempt(self, index: int, slot: int) -> Any:
+            # The harness plays seed + group; a suite may list any seeds. Every Trajectory still
+            # records the seed it played, and suite.yaml the list.
+            live = super()._new_attempt(index, slot)
+            live.traj.seed = self._seed_list[live.traj.group]
+            return live
+
+    return SeedListRunner
+
+
+def run_suite(
+    suite: Suite | str | os.PathLike[str],
+    agent: str,
+    *,
+    agent_options: Mapping[str, Any] | None = None,
+    trials: int | None = None,
+    out: str | os.PathLike[str] | None = None,
+    num_envs: int = 8,
+    backend: str = "inproc",
+    workers: int = 1,
+    mode: str = "lockstep",
+    max_retries: int = 2,
+    episode_timeout_s: float | None = None,
+    step_timeout_s: float | None = None,
+    agent_timeout_s: float | None = None,
+    agent_object: Any = None,
+    on_entry: Callable[[str, int, int], None] | None = None,
+    on_episode_end: Callable[[str, Trajectory], None] | None = None,
+    on_turns: Callable[[int], None] | None = None,
+) -> BenchRun:
+    """Run every entry of ``suite`` with ``agent`` and write the bench run folder.
+
+    Args:
+        suite: a :class:`Suite`, a suite id (``core-v1``) or a path to a suite file.
+        agent: agent spec (``random``, ``oracle``, ``hf:smollm2``, ``openai:MODEL@URL``).
+        agent_options: keyword arguments for the agent (``temperature``, ``max_new_tokens``...).
+        trials: episodes per seed (K); default the suite's ``defaults.trials``.
+        out: the run folder; default :func:`default_out`. An existing bench run folder resumes.
+        num_envs, backend, workers, mode, max_retries, *_timeout_s: harness settings
+            (:class:`envgym.rollout.RunConfig`); they may change between sessions of a run.
+        agent_object: an agent object to use instead of building one from ``agent`` (``agent``
+            is still what the run records).
+        on_entry: called as ``on_entry(entry name, episodes to play now, episodes in the entry)``.
+        on_episode_end: called with the entry name and every episode recorded.
+        on_turns: called with the number of turns just played.
+
+    Returns the :class:`BenchRun` (``results.json`` written).
+
+    Raises:
+        ConfigError: a bad suite, agent spec or setting, or a folder holding a different run.
+    """
+    from envgym.rollout.rundir import git_commit, load_trajectories, package_versions
+    from envgym.rollout.runner import RunConfig, Runner
+    from envgym.rollout.specs import make_agent, split_agent_spec
+
+    if not isinstance(suite, Suite):
+        suite = load_suite(suite)
+    split_agent_spec(agent)  # a bad spec fails before anything is written or loaded
+    options = dict(agent_options or {})
+    k = suite.trials if trials is None else trials
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"trials must be an integer >= 1, got {k!r}.")
+    # Validate the harness settings once, before any folder is touched.
+    RunConfig(
+        env_id=suite.entries[0].env,
+        agent=agent,
+        num_envs=num_envs,
+        backend=backend,
+        workers=workers,
+        mode=mode,
+        max_retries=max_retries,
+        episode_timeout_s=episode_timeout_s,
+        step_timeout_s=step_timeout_s,
+        agent_timeout_s=agent_timeout_s,
+    )
+    folder = Path(out) if out is not None else default_out(suite, agent)
+    from envgym import __version__
+
+    commit = git_commit()
+    meta: dict[str, Any] = {
+        "format": BENCH_FORMAT,
+        "suite": {"name": suite.name, "version": suite.version, "id": suite.id, "sha256": suite.sha256},
+        "agent": agent,
+        "agent_options": json_safe(options),
+        "trials": k,
+        "created": _now().isoformat(timespec="seconds"),
+        "envgym_version": __version__,
+        "packages": package_versions(),
+        "git_commit": commit["commit"] if commit else None,
+        "git_dirty": commit["dirty"] if commit else None,
+        "entries": [e.name for e in suite.entries],
+    }
+    bench_file = folder / BENCH_FILE
+    if bench_file.exists():
+        old = _read_json(bench_file)
+        if not isinstance(old, dict) or old.get("format") != BENCH_FORMAT:
+            raise ConfigError(f"{bench_file} is not an {BENCH_FORMAT} file; pick another --out.")
+        changes = _identity_diff(old, meta)
+        if changes:
+            raise ConfigError(
+                f"{folder} holds a bench run with a different setup ({'; '.join(changes)}). Resume it with the same "
+                "suite, agent, agent options and trials, or write this run into another folder (--out)."
+            )
+        meta["created"] = old.get("created", meta["created"])
+        meta["resumed"] = _now().isoformat(timespec="seconds")
+    elif folder.exists() and any(folder.iterdir()):
+        raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / SUITE_FILE).write_text(suite.to_yaml(), encoding="utf-8")
+    _write_json(bench_file, meta)
+
+    agent_obj = agent_object
+    built = False
+    try:
+        for entry in suite.entries:
+            entry_dir = folder / ENTRIES_DIR / entry.name
+            total = entry.episodes * k
+            done = 0
+            if (entry_dir / "episodes.jsonl").exists():
+                done = sum(1 for t in load_trajectories(entry_dir) if t.scored and t.index < total)
+            if on_entry is not None:
+                on_entry(entry.name, total - done, total)
+            if done >= total and (entry_dir / "summary.json").exists():
+                continue
+            if agent_obj is None:
+                agent_obj = make_agent(agent, seed=0, **options)
+                built = True
+            config = RunConfig(
+                env_id=entry.env,
+                agent=agent,
+                agent_options=options,
+                episodes=total,
+                seed=entry.seeds[0],
+                group_size=k,
+                env_kwargs=entry.env_kwargs,
+                max_turns=entry.max_turns,
+                num_envs=num_envs,
+                backend=backend,
+                workers=workers,
+                mode=mode,
+                max_retries=max_retries,
+                episode_timeout_s=episode_timeout_s,
+                step_timeout_s=step_timeout_s,
+                agent_timeout_s=agent_timeout_s,
+            )
+            hook = None
+            if on_episode_end is not None:
+                name = entry.name
+                hook = lambda t, _name=name: on_episode_end(_name, t)
+            runner_cls = Runner if entry.contiguous else _seed_list_runner(Runner)
+            extra = {} if entry.contiguous else {"seeds": entry.seeds}
+            runner_cls(config, agent_obj, out=entry_dir, on_episode_end=hook, on_turns=on_turns, **extra).run()
+    finally:
+        if built and agent_obj is not None:
+            agent_obj.close()
+    run = load_bench_run(folder)
+    write_results(run)
+    return run

@@ -1,0 +1,312 @@
+"""``envgym bench``: list suites, run one with an agent, report a run, compare two runs."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from envgym.cli._common import (
+    EXIT_USAGE,
+    echo_json,
+    err_console,
+    fail,
+    fmt_float,
+    handle_errors,
+    out_console,
+    parse_kwargs,
+)
+from envgym.cli.agents import check_agent_spec, known_agent_specs
+from envgym.errors import StopRun
+
+__all__ = ["bench_app"]
+
+bench_app = typer.Typer(
+    name="bench",
+    help="Benchmark suites: list them, run one with an agent, report a run, compare two runs.",
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+# -- list -------------------------------------------------------------------------------------------
+@bench_app.command("list")
+@handle_errors
+def list_command(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """List the bundled suites (the benchmarks/ folder; $ENVGYM_BENCHMARKS points elsewhere)."""
+    from envgym.bench.suite import list_suites, load_suite, suites_dir
+
+    rows = []
+    for path in list_suites():
+        try:
+            rows.append(load_suite(path, check_envs=False).summary())
+        except Exception as err:  # noqa: BLE001 - a broken suite file is a row, the others still list
+            rows.append({"id": path.stem, "error": str(err), "path": str(path)})
+    if as_json:
+        echo_json({"dir": str(suites_dir()), "suites": rows})
+        return
+    table = Table(title=f"suites in {suites_dir()}", title_justify="left", title_style="bold")
+    for column, justify in (("id", "left"), ("entries", "right"), ("tasks", "right"), ("trials", "right")):
+        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    table.add_column("description", overflow="fold")
+    for row in rows:
+        if "error" in row:
+            table.add_row(row["id"], "-", "-", "-", f"[red]{escape(row['error'])}[/]")
+        else:
+            table.add_row(row["id"], str(row["entries"]), str(row["episodes"]), str(row["trials"]), row["description"])
+    out_console().print(table)
+    if not rows:
+        out_console().print(f"no suite files (*-vN.yaml) in {suites_dir()}.")
+
+
+# -- run --------------------------------------------------------------------------------------------
+def _results_table(results: dict[str, Any]) -> Table:
+    shown = set(results.get("metrics") or ())
+    table = Table(
+        title=f"{results['suite']['id']}  agent={results['agent']}  trials={results['trials']}",
+        title_justify="left",
+        title_style="bold",
+        caption="95% percentile-bootstrap CIs over tasks; overall = macro average over entries",
+        caption_justify="left",
+    )
+    table.add_column("entry", style="cyan", no_wrap=True)
+    table.add_column("scored", justify="right")
+    columns: list[tuple[str, Any]] = []
+    if "success_rate" in shown:
+        columns.append(("success [CI]", lambda r: fmt_float(r["success_rate"]) + _ci(r["success_rate_ci"])))
+    if "mean_reward" in shown:
+        columns.append(("reward [CI]", lambda r: fmt_float(r["mean_reward"]) + _ci(r["mean_reward_ci"])))
+    if "pass_hat_k" in shown and results["trials"] > 1:
+        columns.append(("pass^1..K", lambda r: " / ".join(f"{v:.2f}" for v in r["pass_hat_k"].values()) or "-"))
+    if "mean_turns" in shown:
+        columns.append(("turns", lambda r: fmt_float(r["mean_turns"], 2)))
+    if "tokens" in shown:
+        columns.append(("tokens p/c", lambda r: f"{r['prompt_tokens']}/{r['completion_tokens']}"))
+    if "wall_time" in shown:
+        columns.append(("wall s", lambda r: f"{r['wall_time_s']:.2f}"))
+    if "format_ok_rate" in shown:
+        columns.append(("format ok", lambda r: fmt_float(r["format_ok_rate"], 2)))
+    columns.append(("infra errors", lambda r: str(r["infra_error_episodes"])))
+    for name, _ in columns:
+        table.add_column(name, justify="right", no_wrap=True)
+    for row in results["entries"]:
+        table.add_row(row["name"], f"{row['scored']}/{row['episodes']}", *[fn(row) for _, fn in columns])
+    overall = results["overall"]
+    table.add_section()
+    table.add_row(
+        "overall", f"{overall['scored']}/{overall['episodes']}", *[fn(overall) for _, fn in columns], style="bold"
+    )
+    return table
+
+
+def _ci(value: Any) -> str:
+    return f" [{value[0]:.2f}, {value[1]:.2f}]" if value else ""
+
+
+@bench_app.command("run")
+@handle_errors
+def run_command(
+    suite: Annotated[str, typer.Argument(metavar="SUITE", help="Suite id (core-v1; see `envgym bench list`) or path.")],
+    agent: Annotated[str, typer.Option("--agent", "-a", help=f"Agent spec: {known_agent_specs()}.")] = "random",
+    trials: Annotated[
+        int | None, typer.Option("--trials", "-k", help="Episodes per seed (pass^k); default: the suite's.")
+    ] = None,
+    out: Annotated[
+        str | None,
+        typer.Option("--out", help="Run folder (default runs/bench/<suite>/<agent>-<UTC time>); re-run to resume."),
+    ] = None,
+    agent_options: Annotated[
+        list[str] | None,
+        typer.Option("--agent-option", "-o", help="Agent argument key=value (repeatable; max_new_tokens=64)."),
+    ] = None,
+    num_envs: Annotated[int, typer.Option("--num-envs", help="Environment instances (episodes at the same time).")] = 8,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker processes / Ray actors (process, ray).")] = 1,
+    backend: Annotated[
+        str, typer.Option("--backend", "-b", help="Where environments run: inproc, process or ray.")
+    ] = "inproc",
+    mode: Annotated[str, typer.Option("--mode", help="lockstep or async (a thread per episode).")] = "lockstep",
+    max_retries: Annotated[int, typer.Option("--max-retries", help="Restarts after an infrastructure error.")] = 2,
+    episode_timeout: Annotated[
+        float | None, typer.Option("--episode-timeout", help="Seconds per episode attempt.")
+    ] = None,
+    agent_timeout: Annotated[float | None, typer.Option("--agent-timeout", help="Seconds per agent call.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead of a table.")] = False,
+) -> None:
+    """Run a benchmark suite with an agent: every entry through the rollout harness.
+
+    Writes DIR/bench.json, DIR/suite.yaml, one harness run folder per entry in DIR/entries/ and
+    DIR/results.json (metrics with 95% bootstrap CIs), and prints the results table. Running
+    the same command with the same --out resumes; a changed suite, agent or --trials is refused.
+    """
+    from envgym.bench.run import default_out, run_suite
+    from envgym.bench.suite import load_suite
+
+    check_agent_spec(agent)
+    if trials is not None and trials < 1:
+        fail(f"--trials must be at least 1, got {trials!r}.", EXIT_USAGE)
+    options = parse_kwargs(agent_options, flag="--agent-option")
+    loaded = load_suite(suite)  # every entry is validated (and one env built each) before anything runs
+    k = trials if trials is not None else loaded.trials
+    folder = Path(out) if out is not None else default_out(loaded, agent)
+    total = sum(e.episodes for e in loaded.entries) * k
+    console = err_console()
+    counts = {"ended": 0, "success": 0, "errors": 0, "turns": 0}
+    started = time.perf_counter()
+    from envgym.cli._run import _run_progress
+
+    with _run_progress(console) as progress:
+        task = progress.add_task(f"{loaded.id} · {agent}", total=total, success="-", errors=0, turns_per_s="-")
+
+        def on_entry(name: str, todo: int, entry_total: int) -> None:
+            progress.update(task, description=f"{loaded.id} · {agent} · {name}")
+            progress.advance(task, entry_total - todo)  # episodes already recorded (resume)
+
+        def on_episode_end(_name: str, t: Any) -> None:
+            counts["ended"] += 1
+            if t.scored:
+                counts["success"] += bool(t.success)
+            else:
+                counts["errors"] += 1
+            scored = counts["ended"] - counts["errors"]
+            rate = f"{counts['success'] / scored:.0%}" if scored else "-"
+            progress.update(task, advance=1, success=rate, errors=counts["errors"])
+
+        def on_turns(n: int) -> None:
+            counts["turns"] += n
+            elapsed = time.perf_counter() - started
+            progress.update(task, turns_per_s=f"{counts['turns'] / elapsed:.0f}" if elapsed > 0 else "-")
+
+        try:
+            run = run_suite(
+                loaded,
+                agent,
+                agent_options=options,
+                trials=trials,
+                out=folder,
+                num_envs=num_envs,
+                backend=backend,
+                workers=workers,
+                mode=mode,
+                max_retries=max_retries,
+                episode_timeout_s=episode_timeout,
+                agent_timeout_s=agent_timeout,
+                on_entry=on_entry,
+                on_episode_end=on_episode_end,
+                on_turns=on_turns,
+            )
+        except (KeyboardInterrupt, StopRun) as err:
+            progress.stop()
+            what = "stopped" if isinstance(err, StopRun) else "interrupted"
+            again = f"envgym bench run {suite} --agent {agent} --out {folder}"
+            console.print(
+                f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded in {escape(str(folder))}; "
+                f"resume with: {escape(again)}",
+                soft_wrap=True,
+            )
+            raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
+    results = run.results()
+    if as_json:
+        echo_json({**results, "out": str(folder)})
+        return
+    console_out = out_console()
+    console_out.print(_results_table(results))
+    console_out.print(f"run folder: {escape(str(folder))}  (envgym bench report {escape(str(folder))})")
+
+
+# -- report -----------------------------------------------------------------------------------------
+@bench_app.command("report")
+@handle_errors
+def report_command(
+    run: Annotated[str, typer.Argument(metavar="RUN", help="A bench run folder.")],
+    out: Annotated[str | None, typer.Option("--out", help="Where to write the report (default: RUN).")] = None,
+    recompute: Annotated[
+        bool, typer.Option("--recompute", help="Recompute results.json from the episodes first.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the written paths and results as JSON.")] = False,
+) -> None:
+    """Write report.md and a self-contained report.html (table, success and turns plots) for a run."""
+    from envgym.bench.report import write_report
+    from envgym.bench.run import load_bench_run, write_results
+
+    bench = load_bench_run(run)
+    if recompute or not (bench.path / "results.json").exists():
+        write_results(bench)
+    paths = write_report(run, out)
+    results = bench.results()
+    if as_json:
+        echo_json({"files": {k: str(v) for k, v in paths.items()}, "results": results})
+        return
+    console = out_console()
+    console.print(_results_table(results))
+    console.print(f"report: {escape(str(paths['md']))}, {escape(str(paths['html']))}")
+
+
+# -- compare ----------------------------------------------------------------------------------------
+def _p(value: float | None) -> str:
+    if value is None:
+        return "-"
+    mark = " *" if value < 0.05 else ""
+    return (f"{value:.2g}" if value < 0.001 else f"{value:.3f}") + mark
+
+
+def _diff(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+@bench_app.command("compare")
+@handle_errors
+def compare_command(
+    run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="A bench run folder (the baseline).")],
+    run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="Another run folder of the same suite.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+) -> None:
+    """Pair the episodes of two runs of one suite by (entry, seed, trial) and test B - A.
+
+    Success: exact McNemar test on the paired episodes, and a paired sign-flip test on per-task
+    differences; reward: the paired sign-flip test. Two-sided, fixed seeds. Runs of different
+    suites (or of a suite file that changed) are refused.
+    """
+    from envgym.bench.compare import compare_runs
+
+    result = compare_runs(run_a, run_b)
+    if as_json:
+        echo_json(result)
+        return
+    a, b = result["a"], result["b"]
+    table = Table(
+        title=f"{result['suite']['id']}: B={b['agent']} minus A={a['agent']}",
+        title_justify="left",
+        title_style="bold",
+        caption="* p < 0.05 (two-sided). McNemar: exact, on episode pairs; sign-flip: paired, on tasks.",
+        caption_justify="left",
+    )
+    table.add_column("entry", style="cyan", no_wrap=True)
+    for name in ("pairs", "success A", "success B", "diff", "McNemar p", "sign-flip p", "reward diff", "reward p"):
+        table.add_column(name, justify="right", no_wrap=True)
+    rows = [*result["entries"], {"name": "overall", **result["overall"]}]
+    for i, row in enumerate(rows):
+        if i == len(rows) - 1:
+            table.add_section()
+        table.add_row(
+            row["name"],
+            str(row["pairs"]) + (f" (+{row['unpaired']} unpaired)" if row["unpaired"] else ""),
+            fmt_float(row["success_a"]),
+            fmt_float(row["success_b"]),
+            _diff(row["success_diff"]),
+            _p(row["mcnemar_p"]),
+            _p(row["success_sign_flip_p"]),
+            _diff(row["reward_diff"]),
+            _p(row["reward_p"]),
+            style="bold" if i == len(rows) - 1 else None,
+        )
+    console = out_console()
+    console.print(table)
+    console.print(f"A: {escape(a['path'])}\nB: {escape(b['path'])}")

@@ -1,0 +1,260 @@
+"""``envgym leaderboard``: bundle a bench run, verify it by replay, store it, serve and export the board.
+
+The leaderboard's modules (SQLAlchemy, FastAPI, uvicorn) load only when a subcommand needs them,
+so ``envgym --help`` stays fast and works without the ``leaderboard`` extra.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from envgym.cli._common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    echo_json,
+    err_console,
+    fail,
+    fmt_float,
+    handle_errors,
+    out_console,
+    parse_kwargs,
+)
+
+__all__ = ["leaderboard_app"]
+
+leaderboard_app = typer.Typer(
+    name="leaderboard",
+    help="Bundle bench runs, verify them by replay, rank them, and serve the leaderboard.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+    rich_markup_mode="markdown",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+DbOption = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        help="Database: a SQLAlchemy URL (sqlite:///x.db, postgresql+psycopg://...) or a SQLite file path. "
+        "Default: $ENVGYM_LEADERBOARD_URL, else ~/.local/share/envgym/leaderboard.db.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+
+
+def _store(db: str | None) -> Any:
+    from envgym.leaderboard.store import Store
+
+    return Store(db)
+
+
+def _print_scores(title: str, scores: dict[str, Any]) -> None:
+    table = Table(title=title, title_justify="left", title_style="bold")
+    for column in ("entry", "environment", "success", "95% CI", "mean reward", "scored", "infra"):
+        table.add_column(column, justify="left" if column in ("entry", "environment") else "right")
+    for e in scores["entries"]:
+        ci = "-" if e["ci_low"] is None else f"{e['ci_low']:.3f}-{e['ci_high']:.3f}"
+        table.add_row(
+            escape(e["entry"]),
+            escape(e["env_id"]),
+            fmt_float(e["success_rate"]),
+            ci,
+            fmt_float(e["mean_reward"]),
+            f"{e['scored']}/{e['episodes']}",
+            str(e["infra"]),
+        )
+    ci = "-" if scores["ci_low"] is None else f"{scores['ci_low']:.3f}-{scores['ci_high']:.3f}"
+    table.add_row(
+        "[bold]all[/]", "", fmt_float(scores["success_rate"]), ci, fmt_float(scores["mean_reward"]),
+        f"{scores['scored']}/{scores['episodes']}", str(scores["infra"]),
+    )  # fmt: skip
+    out_console().print(table)
+    passes = ", ".join(f"pass^{k} {v:.3f}" for k, v in scores["pass_k"].items())
+    if passes:
+        out_console().print(passes)
+
+
+@leaderboard_app.command("submit")
+@handle_errors
+def submit_command(
+    run: Annotated[
+        Path,
+        typer.Argument(help="A bench run folder (envgym bench run --out DIR), or a bundle file.", show_default=False),
+    ],
+    name: Annotated[
+        str | None, typer.Option("--name", help="Agent name on the board (default: the agent spec).")
+    ] = None,
+    meta: Annotated[
+        list[str] | None,
+        typer.Option("--meta", help="Agent metadata key=value (model=..., scaffold=..., authors=...); repeatable."),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Bundle file to write (default: RUN/submission.envgym.jsonl.gz).")
+    ] = None,
+    db: DbOption = None,
+    url: Annotated[
+        str | None, typer.Option("--url", help="A leaderboard server to upload to (http://127.0.0.1:8000).")
+    ] = None,
+    text_cap: Annotated[
+        int, typer.Option("--text-cap", help="Characters kept of each observation and completion.")
+    ] = 2000,
+    as_json: JsonOption = False,
+) -> None:
+    """Bundle a bench run into one file; with --db verify it by replay and store it, with --url upload it.
+
+    Given a bundle file instead of a run folder, stores (--db) or uploads (--url) that bundle.
+
+    The bundle holds the manifest (suite, environment versions, agent, packages, git commit) and
+    every episode's actions and claimed rewards; see `leaderboards/README.md`.
+    """
+    from envgym.leaderboard.bundle import BUNDLE_SUFFIX, make_bundle, read_bundle, write_bundle
+
+    if db is not None and url is not None:
+        fail("give --db (store here) or --url (upload to a server), not both.", EXIT_USAGE)
+    metadata = parse_kwargs(meta, flag="--meta")
+    if Path(run).is_file():  # an existing bundle: store or upload it as it is
+        if name is not None or metadata or out is not None:
+            fail("--name, --meta and --out apply when bundling a run folder, not to an existing bundle.", EXIT_USAGE)
+        bundle = read_bundle(run)
+        path = Path(run)
+    else:
+        bundle = make_bundle(run, name=name, metadata=metadata, text_cap=text_cap)
+        path = write_bundle(bundle, out if out is not None else Path(run) / f"submission{BUNDLE_SUFFIX}")
+        err_console().print(f"wrote {path} ({len(bundle.episodes)} episodes, hash {bundle.content_hash[:12]})")
+    result: dict[str, Any] = {"bundle": str(path), "content_hash": bundle.content_hash}
+    if db is not None:
+        from envgym.leaderboard.verify import verify_bundle
+
+        verified = verify_bundle(bundle)
+        with _store(db) as store:
+            stored, created = store.add(verified, bundle_size=path.stat().st_size)
+        result.update(status="created" if created else "exists", submission=stored)
+        if not as_json:
+            state = "stored as" if created else "already stored as"
+            err_console().print(f"verified by replay; {state} submission {stored['id']} in {store.url}")
+            _print_scores(f"{stored['agent_name']} on {stored['suite_id']}", verified.scores.to_dict())
+    elif url is not None:
+        result.update(_upload(path, url))
+        if not as_json:
+            err_console().print(f"{result['status']}: submission {result['submission']['id']} at {url}")
+    if as_json:
+        echo_json(result)
+
+
+def _upload(path: Path, url: str) -> dict[str, Any]:
+    try:
+        import httpx
+    except ImportError:
+        fail("uploading needs httpx: pip install 'envgym[leaderboard]'", EXIT_FAILED)
+    endpoint = url.rstrip("/") + "/api/submissions"
+    try:
+        response = httpx.post(
+            endpoint, content=path.read_bytes(), headers={"Content-Type": "application/gzip"}, timeout=600
+        )
+    except httpx.HTTPError as err:
+        fail(f"could not reach {endpoint}: {err}", EXIT_FAILED)
+    try:
+        data = response.json()
+    except ValueError:
+        data = {"reason": response.text[:500]}
+    if response.status_code >= 400:
+        fail(f"the server refused the bundle ({response.status_code}): {data.get('reason', data)}", EXIT_FAILED)
+    return data
+
+
+@leaderboard_app.command("verify")
+@handle_errors
+def verify_command(
+    bundle: Annotated[Path, typer.Argument(help="A bundle file.", show_default=False)],
+    workers: Annotated[int, typer.Option("--workers", help="Processes replaying episodes.")] = 1,
+    as_json: JsonOption = False,
+) -> None:
+    """Verify a bundle by replaying every episode; exit 1 with the reason when it is rejected."""
+    from envgym.leaderboard.verify import VerifyConfig, verify_bundle
+
+    verified = verify_bundle(bundle, VerifyConfig(workers=workers, parallel_threshold=1 if workers > 1 else 256))
+    scores = verified.scores.to_dict()
+    if as_json:
+        echo_json({"status": "verified", "content_hash": verified.bundle.content_hash, "scores": scores})
+        return
+    err_console().print(f"verified: {len(verified.outcomes)} episodes replayed, every claim matches")
+    _print_scores(f"{verified.bundle.agent_name} on {verified.suite.id}", scores)
+
+
+@leaderboard_app.command("list")
+@handle_errors
+def list_command(
+    suite: Annotated[str | None, typer.Option("--suite", help="Only this suite id.")] = None,
+    db: DbOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Print the leaderboard of every suite (or one) in the terminal."""
+    with _store(db) as store:
+        suites = [s["id"] for s in store.suites()]
+        if suite is not None:
+            if suite not in suites:
+                fail(f"no submissions for suite {suite!r}; suites with submissions: {', '.join(suites) or 'none'}.")
+            suites = [suite]
+        boards = {s: store.leaderboard(s) for s in suites}
+    if as_json:
+        echo_json(boards)
+        return
+    if not boards:
+        err_console().print("no submissions yet (envgym leaderboard submit RUN --db ...)")
+    for suite_id, board in boards.items():
+        entries = [e["entry"] for e in board[0]["entries"]]
+        table = Table(title=suite_id, title_justify="left", title_style="bold")
+        for column in ("#", "agent", "success", "95% CI", "mean reward", *entries, "infra", "id"):
+            table.add_column(escape(column), justify="left" if column == "agent" else "right")
+        for b in board:
+            per = {e["entry"]: e["success_rate"] for e in b["entries"]}
+            ci = "-" if b["ci_low"] is None else f"{b['ci_low']:.3f}-{b['ci_high']:.3f}"
+            table.add_row(
+                str(b["rank"]), escape(b["agent_name"]), fmt_float(b["success_rate"]), ci,
+                fmt_float(b["mean_reward"]), *(fmt_float(per.get(e)) for e in entries), str(b["infra"]), str(b["id"]),
+            )  # fmt: skip
+        out_console().print(table)
+
+
+@leaderboard_app.command("serve")
+@handle_errors
+def serve_command(
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
+    db: DbOption = None,
+    max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest accepted upload (MiB).")] = 32.0,
+    workers: Annotated[int, typer.Option("--workers", help="Processes replaying each large bundle.")] = 1,
+) -> None:
+    """Serve the leaderboard (pages, JSON API and uploads) with uvicorn."""
+    try:
+        import uvicorn
+    except ImportError:
+        fail("serving needs uvicorn: pip install 'envgym[leaderboard]'", EXIT_FAILED)
+    from envgym.leaderboard.app import create_app
+    from envgym.leaderboard.verify import VerifyConfig
+
+    if max_upload_mb <= 0:
+        fail(f"--max-upload-mb must be positive, got {max_upload_mb!r}.", EXIT_USAGE)
+    app = create_app(db, max_upload_bytes=int(max_upload_mb * 1024 * 1024), verify_config=VerifyConfig(workers=workers))
+    err_console().print(f"envgym leaderboard on http://{host}:{port} (database {app.state.store.url})")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+@leaderboard_app.command("export")
+@handle_errors
+def export_command(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the static site into.")],
+    db: DbOption = None,
+) -> None:
+    """Write the leaderboard as static HTML (relative links: open index.html from disk or serve the folder)."""
+    from envgym.leaderboard.pages import export_site
+
+    with _store(db) as store:
+        written = export_site(store, out)
+    err_console().print(f"wrote {len(written)} pages under {out} (open {Path(out) / 'index.html'})")

@@ -1,0 +1,202 @@
+"""``envgym train``: train a policy with RL on an environment (see :mod:`envgym.trainer`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from envgym.cli._common import echo_json, err_console, fmt_float, handle_errors, out_console, parse_kwargs
+from envgym.errors import ConfigError
+
+__all__ = ["train_command"]
+
+EXIT_INTERRUPTED = 130
+
+#: Metrics shown in the per-update progress line and the final summary, with their labels.
+SHOWN = (
+    ("episode/return", "return"),
+    ("episode/success_rate", "success"),
+    ("eval/success_rate", "eval success"),
+    ("loss/policy", "loss"),
+    ("policy/approx_kl", "kl"),
+    ("policy/entropy", "entropy"),
+)
+
+
+def _help(name: str) -> str:
+    from envgym.trainer.config import field_help
+
+    return field_help(name)
+
+
+def _parse_set(items: list[str] | None) -> dict[str, Any]:
+    values = parse_kwargs(items, flag="--set")
+    from envgym.trainer.config import TrainConfig
+
+    known = set(TrainConfig.__dataclass_fields__)
+    for key in values:
+        if key not in known:
+            from envgym.errors import suggest
+
+            raise typer.BadParameter(
+                f"unknown training setting {key!r}.{suggest(key, known)} Known: {', '.join(sorted(known))}.",
+                param_hint="--set",
+            )
+    return values
+
+
+def _progress_line(row: dict[str, Any], total: int) -> str:
+    parts = [f"update {row['update']}/{total}"]
+    for key, label in SHOWN:
+        value = row.get(key)
+        if isinstance(value, float):
+            parts.append(f"{label} {value:.3f}")
+    seconds = sum(v for k, v in row.items() if k in ("perf/rollout_s", "perf/update_s") and isinstance(v, float))
+    if seconds:
+        parts.append(f"{seconds:.1f}s")
+    return "  ".join(parts)
+
+
+@handle_errors
+def train_command(
+    config_file: Annotated[
+        Path | None,
+        typer.Option("--config", "-c", help="YAML or JSON file of training settings (flags override it)."),
+    ] = None,
+    env: Annotated[str | None, typer.Option("--env", "-e", help=_help("env_id"))] = None,
+    algo: Annotated[str | None, typer.Option("--algo", help=_help("algo"))] = None,
+    model: Annotated[str | None, typer.Option("--model", "-m", help=_help("model"))] = None,
+    updates: Annotated[int | None, typer.Option("--updates", "-n", help=_help("updates"))] = None,
+    group_size: Annotated[int | None, typer.Option("--group-size", "-k", help=_help("group_size"))] = None,
+    groups: Annotated[int | None, typer.Option("--groups", help=_help("groups_per_update"))] = None,
+    lr: Annotated[float | None, typer.Option("--lr", help=_help("lr"))] = None,
+    max_turns: Annotated[int | None, typer.Option("--max-turns", help=_help("max_turns"))] = None,
+    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help=_help("max_new_tokens"))] = None,
+    eval_every: Annotated[int | None, typer.Option("--eval-every", help=_help("eval_every"))] = None,
+    seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
+    device: Annotated[str | None, typer.Option("--device", help=_help("device"))] = None,
+    out: Annotated[str | None, typer.Option("--out", "-o", help=_help("out"))] = None,
+    kwargs: Annotated[
+        list[str] | None,
+        typer.Option("--kwargs", help="Environment argument KEY=VALUE (JSON values), repeatable: env_kwargs."),
+    ] = None,
+    settings: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="Any other training setting as KEY=VALUE (JSON values), repeatable, e.g. --set kl_coef=0.05 "
+            "--set 'lora={\"r\": 16}'. `envgym train --show-config` lists every setting and its value.",
+        ),
+    ] = None,
+    show_config: Annotated[
+        bool, typer.Option("--show-config", help="Print the resolved configuration as JSON and exit.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the final summary as JSON on stdout.")] = False,
+) -> None:
+    """Train a policy with RL (GRPO, Dr. GRPO, RLOO, PPO, GiGPO) on an environment.
+
+    Settings come from the defaults, then `--config FILE`, then the flags. Running the same
+    command again resumes the run from its folder's newest checkpoint; raise `--updates` to train
+    further. Progress goes to stderr, the summary to stdout.
+    """
+    from envgym.trainer.config import TrainConfig, read_config_file
+
+    data: dict[str, Any] = read_config_file(config_file) if config_file is not None else {}
+    overrides = _parse_set(settings)
+    flags = {
+        "env_id": env,
+        "algo": algo,
+        "model": model,
+        "updates": updates,
+        "group_size": group_size,
+        "groups_per_update": groups,
+        "lr": lr,
+        "max_turns": max_turns,
+        "max_new_tokens": max_new_tokens,
+        "eval_every": eval_every,
+        "seed": seed,
+        "device": device,
+        "out": out,
+    }
+    data.update(overrides)
+    data.update({k: v for k, v in flags.items() if v is not None})
+    if kwargs:
+        data["env_kwargs"] = {**dict(data.get("env_kwargs") or {}), **parse_kwargs(kwargs)}
+    if "env_id" not in data:
+        raise ConfigError(
+            "no environment to train on: pass --env ID (e.g. --env envgym/FrozenLake-v0) or --config FILE."
+        )
+    config = TrainConfig.from_dict(data)
+    if show_config:
+        echo_json(config.to_dict())
+        return
+    _train(config, as_json=as_json)
+
+
+def _train(config: Any, *, as_json: bool) -> None:
+    from envgym.trainer.loop import Trainer
+
+    console = err_console()
+    run_dir = config.out_dir
+
+    def on_update(row: dict[str, Any]) -> None:
+        console.print(escape(_progress_line(row, config.updates)), soft_wrap=True, highlight=False)
+
+    def on_event(message: str) -> None:
+        if message.startswith(("resuming", "stopped", "checkpoint")):
+            console.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
+
+    console.print(
+        f"training {config.model} on {config.env_id} with {config.algo}: {config.updates} updates of "
+        f"{config.groups_per_update} x {config.group_size} episodes -> {run_dir}",
+        soft_wrap=True,
+        highlight=False,
+    )
+    trainer = Trainer(config, on_update=on_update, on_event=on_event)
+    try:
+        result = trainer.train()
+    except KeyboardInterrupt:
+        from envgym.trainer.checkpoint import list_checkpoints
+
+        done = list_checkpoints(run_dir)
+        kept = f"update {done[-1][0]}" if done else "nothing yet (no checkpoint)"
+        console.print(
+            f"\ninterrupted. Kept up to the newest checkpoint: {kept}. Resume with:\n"
+            f"  envgym train --config {run_dir / 'config.json'} --out {run_dir}",
+            soft_wrap=True,
+            highlight=False,
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    last = result.rows[-1] if result.rows else {}
+    summary = {
+        "out": str(result.out),
+        "env_id": config.env_id,
+        "algo": config.algo,
+        "model": config.model,
+        "start_update": result.start_update,
+        "final_update": result.final_update,
+        "updates": config.updates,
+        "checkpoint": str(result.checkpoint) if result.checkpoint else None,
+        "report": str(result.report) if result.report else None,
+        "last": {k: v for k, v in last.items() if k != "time"},
+    }
+    if as_json:
+        echo_json(summary)
+        return
+    if result.start_update >= config.updates:
+        console.print(f"{run_dir} already holds {result.start_update} updates; raise --updates to train further.")
+    table = Table(title=f"{config.env_id}  {config.algo}  {config.model}", title_justify="left", title_style="bold")
+    table.add_column("", style="bold", no_wrap=True)
+    table.add_column("value", justify="right")
+    table.add_row("updates", f"{result.final_update}/{config.updates}")
+    for key, label in SHOWN:
+        if isinstance(last.get(key), float):
+            table.add_row(label, fmt_float(last[key]))
+    table.add_row("run folder", str(result.out))
+    table.add_row("checkpoint", str(result.checkpoint) if result.checkpoint else "-")
+    table.add_row("report", str(result.report) if result.report else "-")
+    out_console().print(table)

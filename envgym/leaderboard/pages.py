@@ -1,0 +1,317 @@
+"""The leaderboard's HTML pages, rendered on the server (and by :func:`export_site` to files).
+
+Plain HTML with the stylesheet and the script inlined (``static/``): no CDN, no network, and an
+exported site works from a folder. Pages: the index of suites, a suite's ranked table (sortable by
+clicking a header) with a confidence-interval plot (inline SVG), a submission's page with its
+per-environment scores and episode list, and the turn-by-turn viewer of one episode.
+
+Every renderer takes ``href``, which maps a site path (``/suites/core-v1``) to the link to put in
+the page: the path itself on the server, a relative ``.html`` file in an export.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+__all__ = ["episode_page", "export_site", "index_page", "submission_page", "suite_page"]
+
+Href = Callable[[str], str]
+
+
+def _esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("envgym.leaderboard").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _page(title: str, body: str, href: Href) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>{_esc(title)} - envgym leaderboard</title><style>{_asset('leaderboard.css')}</style></head>"
+        f"<body><header><a href='{_esc(href('/'))}'>envgym leaderboard</a></header><main>{body}</main>"
+        f"<script>{_asset('leaderboard.js')}</script></body></html>\n"
+    )
+
+
+def _num(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _num_cell(value: float | None, digits: int = 3) -> str:
+    data = "" if value is None else repr(float(value))
+    return f"<td class='num' data-value='{data}'>{_num(value, digits)}</td>"
+
+
+def _ci_text(row: Mapping[str, Any]) -> str:
+    return "-" if row["ci_low"] is None else f"{row['ci_low']:.3f}\u2013{row['ci_high']:.3f}"
+
+
+def suite_path(suite_id: str) -> str:
+    return f"/suites/{quote(suite_id, safe='')}"
+
+
+def index_page(suites: Sequence[Mapping[str, Any]], href: Href) -> str:
+    """The list of suites with submissions."""
+    if not suites:
+        body = (
+            "<h1>Suites</h1><p class='muted'>No submissions yet. Submit a bench run with "
+            "<code>envgym leaderboard submit RUN --db URL</code> or POST a bundle to <code>/api/submissions</code>.</p>"
+        )
+        return _page("Suites", body, href)
+    rows = "".join(
+        f"<tr><td><a href='{_esc(href(suite_path(s['id'])))}'>{_esc(s['id'])}</a></td><td>{_esc(s['name'])}</td>"
+        f"<td>{_esc(s['version'])}</td><td class='num' data-value='{s['submissions']}'>{s['submissions']}</td>"
+        f"<td>{_esc(s['best_agent'])}</td>{_num_cell(s['best_success_rate'])}</tr>"
+        for s in suites
+    )
+    body = (
+        "<h1>Suites</h1><table class='sortable' id='suites'><thead><tr><th>suite</th><th>name</th><th>version</th>"
+        "<th class='num' data-type='num'>submissions</th><th>best agent</th>"
+        f"<th class='num' data-type='num'>best success</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
+    return _page("Suites", body, href)
+
+
+def ci_plot(board: Sequence[Mapping[str, Any]]) -> str:
+    """An inline SVG: each submission's success rate (dot) and 95 % interval (bar) on [0, 1]."""
+    rows = [b for b in board if b["success_rate"] is not None]
+    if not rows:
+        return ""
+    label_w, plot_w, row_h, top = 220, 520, 24, 28
+    height = top + row_h * len(rows) + 10
+
+    def x(value: float) -> float:
+        return label_w + value * plot_w
+
+    parts = [
+        (
+            f"<svg xmlns='http://www.w3.org/2000/svg' id='ci-plot' width='{label_w + plot_w + 40}' height='{height}' "
+            "role='img' aria-label='success rate with 95% confidence intervals'>"
+        )
+    ]
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(
+            f"<line x1='{x(tick):.1f}' y1='{top - 6}' x2='{x(tick):.1f}' y2='{height - 6}' stroke='#d8dee6'/>"
+            f"<text x='{x(tick):.1f}' y='{top - 10}' text-anchor='middle'>{tick:g}</text>"
+        )
+    for i, row in enumerate(rows):
+        y = top + i * row_h + row_h / 2
+        name = str(row["agent_name"])
+        name = name if len(name) <= 30 else name[:29] + "\u2026"
+        parts.append(f"<text x='{label_w - 8}' y='{y + 4:.1f}' text-anchor='end'>{_esc(name)}</text>")
+        low, high = row["ci_low"], row["ci_high"]
+        if low is not None and high is not None:
+            parts.append(
+                f"<line x1='{x(low):.1f}' y1='{y:.1f}' x2='{x(high):.1f}' y2='{y:.1f}' stroke='#1f5fbf' stroke-width='3'>"
+                f"<title>95% CI {low:.3f} to {high:.3f}</title></line>"
+            )
+        parts.append(
+            f"<circle cx='{x(row['success_rate']):.1f}' cy='{y:.1f}' r='5' fill='#1d232b'>"
+            f"<title>{_esc(name)}: {row['success_rate']:.3f}</title></circle>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) -> str:
+    """A suite's ranked table and CI plot."""
+    if not board:
+        return _page(suite_id, f"<h1>{_esc(suite_id)}</h1><p class='muted'>No submissions.</p>", href)
+    entries = [e["entry"] for e in board[0]["entries"]]
+    ks = sorted({k for b in board for k in b["pass_k"]}, key=int)
+    head = (
+        "<th class='num' data-type='num'>rank</th><th data-type='text'>agent</th>"
+        "<th class='num' data-type='num'>success</th><th class='num' data-type='num'>95% CI</th>"
+        "<th class='num' data-type='num'>mean reward</th>"
+        + "".join(f"<th class='num' data-type='num'>pass^{k}</th>" for k in ks)
+        + "".join(f"<th class='num' data-type='num'>{_esc(e)}</th>" for e in entries)
+        + "<th class='num' data-type='num'>infra errors</th><th class='num' data-type='num'>episodes</th>"
+        "<th data-type='text'>submitted</th>"
+    )
+    rows = []
+    for b in board:
+        per_entry = {e["entry"]: e for e in b["entries"]}
+        ci = _ci_text(b)
+        ci_value = "" if b["ci_low"] is None else repr(b["ci_high"] - b["ci_low"])
+        cells = [
+            f"<td class='num' data-value='{b['rank']}'>{b['rank']}</td>",
+            f"<td><a href='{_esc(href('/entries/' + str(b['id'])))}'>{_esc(b['agent_name'])}</a></td>",
+            _num_cell(b["success_rate"]),
+            f"<td class='num' data-value='{ci_value}'>{ci}</td>",
+            _num_cell(b["mean_reward"]),
+            *(_num_cell(b["pass_k"].get(k)) for k in ks),
+            *(_num_cell(per_entry.get(e, {}).get("success_rate")) for e in entries),
+            f"<td class='num' data-value='{b['infra']}'>{b['infra']}</td>",
+            f"<td class='num' data-value='{b['episodes']}'>{b['episodes']}</td>",
+            f"<td>{_esc(b['submitted_at'])}</td>",
+        ]
+        rows.append(f"<tr data-id='{b['id']}'>{''.join(cells)}</tr>")
+    first = board[0]
+    body = (
+        f"<h1>{_esc(first['suite_name'])} <span class='muted'>v{_esc(first['suite_version'])}</span></h1>"
+        f"<p class='muted'>Suite <code>{_esc(suite_id)}</code>. Every number is recomputed by replaying the "
+        "submitted actions; success is the mean over environments of the success rate, the interval a 95 % "
+        "bootstrap over tasks. Per-environment columns are success rates. Click a header to sort.</p>"
+        f"<h2>Success rate with 95% interval</h2>{ci_plot(board)}"
+        f"<h2>Ranking</h2><table class='sortable' id='board'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+    return _page(suite_id, body, href)
+
+
+def _episode_link(submission_id: int, ordinal: int) -> str:
+    return f"/entries/{submission_id}/episodes/{ordinal}"
+
+
+def _yes_no(value: bool) -> str:
+    return "<span class='yes'>yes</span>" if value else "<span class='no'>no</span>"
+
+
+def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]], href: Href) -> str:
+    """One submission: who, what, scores per environment, and its episodes."""
+    meta_rows = [
+        ("agent", sub["agent_name"]),
+        ("agent spec", sub["agent_spec"]),
+        *((f"meta: {k}", v if isinstance(v, str) else json.dumps(v)) for k, v in sub["agent_metadata"].items()),
+        ("suite", sub["suite_id"]),
+        ("trials per task", sub["trials"]),
+        ("success rate", _num(sub["success_rate"])),
+        ("95% CI", "-" if sub["ci_low"] is None else f"{sub['ci_low']:.3f} to {sub['ci_high']:.3f}"),
+        ("mean reward", _num(sub["mean_reward"])),
+        *((f"pass^{k}", _num(v)) for k, v in sorted(sub["pass_k"].items(), key=lambda kv: int(kv[0]))),
+        ("episodes", f"{sub['episodes']} ({sub['scored']} scored, {sub['infra']} infrastructure failures)"),
+        ("envgym version", sub["envgym_version"]),
+        ("git commit", sub["git_commit"] or "-"),
+        ("run created", sub["created"]),
+        ("submitted", sub["submitted_at"]),
+        ("content hash", sub["content_hash"]),
+    ]
+    meta = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in meta_rows)
+    entry_rows = "".join(
+        f"<tr><td>{_esc(e['entry'])}</td><td><code>{_esc(e['env_id'])}</code></td>{_num_cell(e['success_rate'])}"
+        f"<td class='num'>{_ci_text(e)}</td>"
+        f"{_num_cell(e['mean_reward'])}{_num_cell(e['mean_turns'], 2)}"
+        f"<td class='num'>{e['scored']}/{e['episodes']}</td><td class='num'>{e['infra']}</td></tr>"
+        for e in sub["entries"]
+    )
+    episode_rows = "".join(
+        f"<tr><td>{_esc(ep['entry'])}</td><td class='num' data-value='{ep['seed']}'>{ep['seed']}</td>"
+        f"<td class='num' data-value='{ep['trial']}'>{ep['trial']}</td><td>{_esc(ep['task_id'])}</td>"
+        f"<td>{_yes_no(ep['success']) if ep['scored'] else 'unscored'}</td>{_num_cell(ep['total_reward'])}"
+        f"<td class='num' data-value='{ep['num_turns']}'>{ep['num_turns']}</td><td>{_esc(ep['termination_reason'])}</td>"
+        f"<td><a class='view' href='{_esc(href(_episode_link(sub['id'], ep['ordinal'])))}'>view</a></td></tr>"
+        for ep in episodes
+    )
+    body = (
+        f"<p><a href='{_esc(href(suite_path(sub['suite_id'])))}'>\u2190 {_esc(sub['suite_id'])}</a></p>"
+        f"<h1>{_esc(sub['agent_name'])}</h1><dl class='meta'>{meta}</dl>"
+        "<h2>Per environment</h2><table class='sortable' id='entries'><thead><tr><th data-type='text'>entry</th>"
+        "<th data-type='text'>environment</th><th class='num' data-type='num'>success</th><th class='num'>95% CI</th>"
+        "<th class='num' data-type='num'>mean reward</th><th class='num' data-type='num'>mean turns</th>"
+        "<th class='num'>scored</th><th class='num'>infra</th></tr></thead>"
+        f"<tbody>{entry_rows}</tbody></table>"
+        "<h2>Episodes</h2><table class='sortable' id='episodes'><thead><tr><th data-type='text'>entry</th>"
+        "<th class='num' data-type='num'>seed</th><th class='num' data-type='num'>trial</th><th data-type='text'>task</th>"
+        "<th data-type='text'>success</th><th class='num' data-type='num'>reward</th>"
+        "<th class='num' data-type='num'>turns</th><th data-type='text'>end</th><th>viewer</th></tr></thead>"
+        f"<tbody>{episode_rows}</tbody></table>"
+    )
+    return _page(sub["agent_name"], body, href)
+
+
+def episode_page(
+    sub: Mapping[str, Any], episode: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]], href: Href
+) -> str:
+    """The turn-by-turn viewer of one episode, with a picker for the submission's other episodes."""
+    options = "".join(
+        f"<option value='{_esc(href(_episode_link(sub['id'], ep['ordinal'])))}'"
+        f"{' selected' if ep['ordinal'] == episode['ordinal'] else ''}>"
+        f"{_esc(ep['entry'])} seed {ep['seed']} trial {ep['trial']}</option>"
+        for ep in episodes
+    )
+    turns = []
+    for i, turn in enumerate(episode["turns"]):
+        components = ", ".join(f"{k} {v:g}" for k, v in sorted(turn["reward_components"].items()))
+        completion = (
+            f"<div class='completion'><b>completion</b><pre>{_esc(turn.get('completion'))}</pre></div>"
+            if turn.get("completion") is not None
+            else ""
+        )
+        flags = [f for f, on in (("invalid", not turn["action_valid"]), ("terminated", turn["terminated"]),
+                                 ("truncated", turn["truncated"])) if on]  # fmt: skip
+        turns.append(
+            f"<section class='turn' id='turn-{i}'><h3>Turn {i}{' (' + ', '.join(flags) + ')' if flags else ''}</h3>"
+            f"<div class='observation'><b>observation</b><pre>{_esc(turn.get('observation'))}</pre></div>{completion}"
+            f"<p><b>action</b> <code class='action'>{_esc(turn['action'])}</code> &nbsp; <b>reward</b> "
+            f"<span class='reward'>{turn['reward']:g}</span> <span class='muted'>({_esc(components)})</span></p></section>"
+        )
+    errors = "".join(f"<li>{_esc(e)}</li>" for e in episode.get("errors") or [])
+    status = _yes_no(episode["success"]) if episode["scored"] else "unscored (infrastructure failure)"
+    body = (
+        f"<p><a href='{_esc(href('/entries/' + str(sub['id'])))}'>\u2190 {_esc(sub['agent_name'])}</a></p>"
+        f"<h1>{_esc(episode['entry'])} seed {episode['seed']} trial {episode['trial']}</h1>"
+        f"<p><label>Episode <select id='episode-picker'>{options}</select></label></p>"
+        f"<p>task <code>{_esc(episode['task_id'])}</code> &middot; success {status} &middot; reward "
+        f"{episode['total_reward']:g} &middot; {episode['num_turns']} turns &middot; ended by "
+        f"{_esc(episode['termination_reason'])}</p>"
+        + (f"<h2>Errors</h2><ul>{errors}</ul>" if errors else "")
+        + "".join(turns)
+        + f"<section class='turn' id='final'><h3>Final observation</h3><pre>{_esc(episode.get('final_observation'))}</pre>"
+        "</section>"
+    )
+    return _page(f"{episode['entry']} seed {episode['seed']}", body, href)
+
+
+# -- static export ---------------------------------------------------------------------------------
+
+
+def _export_file(site_path: str) -> str:
+    if site_path == "/":
+        return "index.html"
+    return site_path.strip("/") + ".html"
+
+
+def export_site(store: Any, out: str | os.PathLike[str]) -> list[Path]:
+    """Write every page of ``store`` (a :class:`~envgym.leaderboard.store.Store`) as static HTML
+    under ``out``; links are relative, so the folder can be opened from disk or served as is."""
+    root = Path(out)
+    written: list[Path] = []
+
+    def write(site_path: str, render: Callable[[Href], str]) -> None:
+        target = _export_file(site_path)
+
+        def href(link: str) -> str:
+            return os.path.relpath(_export_file(link), start=os.path.dirname(target) or ".")
+
+        file = root / target
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(render(href), encoding="utf-8")
+        written.append(file)
+
+    suites = store.suites()
+    write("/", lambda href: index_page(suites, href))
+    for suite in suites:
+        board = store.leaderboard(suite["id"])
+        write(suite_path(suite["id"]), lambda href, s=suite, b=board: suite_page(s["id"], b, href))
+        for sub in board:
+            episodes = store.episodes(sub["id"])
+            write(f"/entries/{sub['id']}", lambda href, s=sub, e=episodes: submission_page(s, e, href))
+            for ep in episodes:
+                full = store.episode(sub["id"], ep["ordinal"])
+                write(
+                    _episode_link(sub["id"], ep["ordinal"]),
+                    lambda href, s=sub, f=full, e=episodes: episode_page(s, f, e, href),
+                )
+    return written

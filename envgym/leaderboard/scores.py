@@ -1,0 +1,182 @@
+"""Leaderboard scores, computed from replayed episodes (never from the claimed numbers).
+
+Per entry (one environment of the suite), over the *scored* episodes (infrastructure failures are
+counted in ``infra`` and left out, never entered as a zero):
+
+* ``success_rate``: fraction of successful episodes;
+* ``mean_reward``: mean episode return;
+* ``ci_low``/``ci_high``: a 95 % percentile bootstrap interval of the success rate, resampling
+  tasks (seeds) with their trials (tasks are the unit of sampling, trials are not independent);
+* ``pass_k``: for ``k = 1..K``, the mean over tasks of ``C(c, k) / C(n, k)`` (``n`` scored trials,
+  ``c`` successes): the chance that ``k`` trials drawn without replacement all succeed
+  (pass^k, tau-bench); tasks with fewer than ``k`` scored trials are left out of that ``k``.
+
+Overall: the unweighted mean over entries of each number (every environment counts the same);
+its interval resamples tasks within each entry (stratified bootstrap). The bootstrap has a fixed
+seed, so the same episodes give the same numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["EntryScore", "EpisodeOutcome", "Scores", "compute_scores", "pass_hat_k"]
+
+BOOTSTRAP_SAMPLES = 1000
+BOOTSTRAP_SEED = 20240601
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeOutcome:
+    """What the replay found for one episode."""
+
+    entry: str
+    seed: int
+    trial: int
+    scored: bool
+    success: bool
+    total_reward: float
+    num_turns: int
+    termination_reason: str
+    reward_components: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class EntryScore:
+    """Scores of one suite entry."""
+
+    entry: str
+    env_id: str
+    episodes: int
+    scored: int
+    infra: int
+    success_rate: float | None
+    mean_reward: float | None
+    ci_low: float | None
+    ci_high: float | None
+    mean_turns: float | None
+    pass_k: dict[str, float]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class Scores:
+    """Scores of a whole submission."""
+
+    success_rate: float | None
+    mean_reward: float | None
+    ci_low: float | None
+    ci_high: float | None
+    pass_k: dict[str, float]
+    episodes: int
+    scored: int
+    infra: int
+    entries: tuple[EntryScore, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["entries"] = [e.to_dict() for e in self.entries]
+        return data
+
+
+def pass_hat_k(n: int, c: int, k: int) -> float:
+    """``C(c, k) / C(n, k)``: the chance that ``k`` of ``n`` trials, ``c`` of them successful,
+    drawn without replacement, all succeed."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass^k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")
+    return math.comb(c, k) / math.comb(n, k)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def _by_task(outcomes: Sequence[EpisodeOutcome]) -> dict[int, list[EpisodeOutcome]]:
+    tasks: dict[int, list[EpisodeOutcome]] = defaultdict(list)
+    for o in outcomes:
+        if o.scored:
+            tasks[o.seed].append(o)
+    return dict(sorted(tasks.items()))
+
+
+def _bootstrap(groups: Sequence[Sequence[tuple[int, int]]]) -> tuple[float, float] | None:
+    """95 % interval of the mean over groups of each group's success rate, resampling the
+    (successes, trials) tasks within each group."""
+    import numpy as np
+
+    groups = [g for g in groups if g]
+    if not groups:
+        return None
+    rng = np.random.default_rng(BOOTSTRAP_SEED)
+    total = np.zeros(BOOTSTRAP_SAMPLES)
+    for group in groups:
+        succ = np.array([s for s, _ in group], dtype=float)
+        n = np.array([t for _, t in group], dtype=float)
+        picks = rng.integers(0, len(group), size=(BOOTSTRAP_SAMPLES, len(group)))
+        total += succ[picks].sum(axis=1) / n[picks].sum(axis=1)
+    rates = total / len(groups)
+    low, high = np.percentile(rates, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def _entry_score(entry: str, env_id: str, outcomes: Sequence[EpisodeOutcome], trials: int) -> EntryScore:
+    scored = [o for o in outcomes if o.scored]
+    tasks = _by_task(outcomes)
+    pass_k: dict[str, float] = {}
+    for k in range(1, trials + 1):
+        values = [pass_hat_k(len(ts), sum(o.success for o in ts), k) for ts in tasks.values() if len(ts) >= k]
+        if values:
+            pass_k[str(k)] = math.fsum(values) / len(values)
+    ci = _bootstrap([[(sum(o.success for o in ts), len(ts)) for ts in tasks.values()]])
+    return EntryScore(
+        entry=entry,
+        env_id=env_id,
+        episodes=len(outcomes),
+        scored=len(scored),
+        infra=len(outcomes) - len(scored),
+        success_rate=_mean([float(o.success) for o in scored]),
+        mean_reward=_mean([o.total_reward for o in scored]),
+        ci_low=ci[0] if ci else None,
+        ci_high=ci[1] if ci else None,
+        mean_turns=_mean([float(o.num_turns) for o in scored]),
+        pass_k=pass_k,
+    )
+
+
+def compute_scores(outcomes: Sequence[EpisodeOutcome], entries: Sequence[tuple[str, str]], *, trials: int) -> Scores:
+    """Scores of a submission from its replayed episode outcomes.
+
+    Args:
+        outcomes: every episode's replayed outcome.
+        entries: ``(entry name, env id)`` in suite order.
+        trials: trials per task (the largest ``k`` of pass^k).
+    """
+    per_entry: dict[str, list[EpisodeOutcome]] = defaultdict(list)
+    for o in outcomes:
+        per_entry[o.entry].append(o)
+    scores = tuple(_entry_score(name, env_id, per_entry.get(name, []), trials) for name, env_id in entries)
+    rated = [s for s in scores if s.success_rate is not None]
+    ks = sorted({k for s in rated for k in s.pass_k}, key=int)
+    pass_k = {k: math.fsum(s.pass_k[k] for s in rated if k in s.pass_k) / sum(k in s.pass_k for s in rated) for k in ks}
+    groups = []
+    for name, _ in entries:
+        tasks = _by_task(per_entry.get(name, []))
+        groups.append([(sum(o.success for o in ts), len(ts)) for ts in tasks.values()])
+    ci = _bootstrap(groups)
+    return Scores(
+        success_rate=_mean([s.success_rate for s in rated if s.success_rate is not None]),
+        mean_reward=_mean([s.mean_reward for s in rated if s.mean_reward is not None]),
+        ci_low=ci[0] if ci else None,
+        ci_high=ci[1] if ci else None,
+        pass_k=pass_k,
+        episodes=len(outcomes),
+        scored=sum(s.scored for s in scores),
+        infra=sum(s.infra for s in scores),
+        entries=scores,
+    )

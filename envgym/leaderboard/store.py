@@ -1,0 +1,476 @@
+"""The leaderboard store: verified submissions, their per-entry scores and episodes, in SQL.
+
+SQLAlchemy 2 (ORM), any database SQLAlchemy reaches. The URL comes from, in order: the ``url``
+argument (``--db``), ``$ENVGYM_LEADERBOARD_URL``, else the SQLite file
+``$XDG_DATA_HOME/envgym/leaderboard.db`` (``~/.local/share/envgym/leaderboard.db``): the user's
+data folder, so a leaderboard outlives the source tree and is never committed by accident
+(``leaderboards/`` in the repository holds published *bundles*, the data the database is rebuilt
+from). A plain path (no ``://``) is taken as a SQLite file. PostgreSQL:
+``postgresql+psycopg://user:pass@host/db`` (``pip install 'psycopg[binary]'``).
+
+Three tables: ``submissions`` (one row per accepted bundle; its ``content_hash`` is unique, so
+resubmitting the same bundle returns the existing row instead of a second one), ``entry_scores``
+(one row per submission and suite entry) and ``episodes`` (one row per episode, with the capped
+turn-by-turn record the viewer shows).
+
+Concurrent writers: every write is one transaction and the unique constraints decide races (the
+loser of a race on the same hash rolls back and reports the winner's row). SQLite runs in WAL
+mode (readers never wait for the writer) and write transactions start with ``BEGIN IMMEDIATE``
+with a 60 s busy timeout, so writers queue instead of failing with "database is locked".
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar, Self
+
+from envgym.errors import ConfigError, MissingDependencyError
+
+try:
+    from sqlalchemy import (
+        JSON,
+        Boolean,
+        Float,
+        ForeignKey,
+        Integer,
+        String,
+        UniqueConstraint,
+        create_engine,
+        event,
+        func,
+        select,
+    )
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, IntegrityError
+    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+except ImportError as err:  # pragma: no cover - exercised only without the extra
+    raise MissingDependencyError("sqlalchemy", "leaderboard", "The leaderboard store") from err
+
+from envgym.leaderboard.verify import Verified
+
+__all__ = ["DEFAULT_DB_NAME", "URL_ENV", "Store", "default_url", "resolve_url"]
+
+URL_ENV = "ENVGYM_LEADERBOARD_URL"
+DEFAULT_DB_NAME = "leaderboard.db"
+
+
+def default_url() -> str:
+    """``$ENVGYM_LEADERBOARD_URL``, else the SQLite file in the user's data folder."""
+    url = os.environ.get(URL_ENV)
+    if url:
+        return url
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return f"sqlite:///{base / 'envgym' / DEFAULT_DB_NAME}"
+
+
+def resolve_url(url: str | os.PathLike[str] | None) -> str:
+    """A SQLAlchemy URL from ``--db`` (a URL, a SQLite file path, or ``None`` for the default)."""
+    if url is None:
+        return default_url()
+    text = os.fspath(url)
+    if "://" not in text:
+        return f"sqlite:///{Path(text).expanduser().resolve()}"
+    return text
+
+
+class _Base(DeclarativeBase):
+    type_annotation_map: ClassVar[dict[Any, Any]] = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class SubmissionRow(_Base):
+    __tablename__ = "submissions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    content_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    suite_id: Mapped[str] = mapped_column(String(200), index=True)
+    suite_name: Mapped[str] = mapped_column(String(200))
+    suite_version: Mapped[str] = mapped_column(String(50))
+    suite_sha256: Mapped[str] = mapped_column(String(64))
+    agent_name: Mapped[str] = mapped_column(String(200))
+    agent_spec: Mapped[str] = mapped_column(String(500))
+    agent_metadata: Mapped[dict[str, Any]]
+    manifest: Mapped[dict[str, Any]]
+    created: Mapped[str] = mapped_column(String(40))
+    submitted_at: Mapped[str] = mapped_column(String(40))
+    envgym_version: Mapped[str] = mapped_column(String(40))
+    git_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    trials: Mapped[int] = mapped_column(Integer)
+    success_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    pass_k: Mapped[dict[str, Any]]
+    episodes: Mapped[int] = mapped_column(Integer)
+    scored: Mapped[int] = mapped_column(Integer)
+    infra: Mapped[int] = mapped_column(Integer)
+    bundle_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+    entry_scores: Mapped[list[EntryScoreRow]] = relationship(
+        back_populates="submission", cascade="all, delete-orphan", order_by="EntryScoreRow.position"
+    )
+
+
+class EntryScoreRow(_Base):
+    __tablename__ = "entry_scores"
+    __table_args__ = (UniqueConstraint("submission_id", "entry"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+    position: Mapped[int] = mapped_column(Integer)
+    entry: Mapped[str] = mapped_column(String(200))
+    env_id: Mapped[str] = mapped_column(String(200))
+    success_rate: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_reward: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_low: Mapped[float | None] = mapped_column(Float, nullable=True)
+    ci_high: Mapped[float | None] = mapped_column(Float, nullable=True)
+    mean_turns: Mapped[float | None] = mapped_column(Float, nullable=True)
+    pass_k: Mapped[dict[str, Any]]
+    episodes: Mapped[int] = mapped_column(Integer)
+    scored: Mapped[int] = mapped_column(Integer)
+    infra: Mapped[int] = mapped_column(Integer)
+
+    submission: Mapped[SubmissionRow] = relationship(back_populates="entry_scores")
+
+
+class EpisodeRow(_Base):
+    __tablename__ = "episodes"
+    __table_args__ = (
+        UniqueConstraint("submission_id", "entry", "seed", "trial"),
+        UniqueConstraint("submission_id", "ordinal"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id", ondelete="CASCADE"), index=True)
+    ordinal: Mapped[int] = mapped_column(Integer)
+    entry: Mapped[str] = mapped_column(String(200))
+    seed: Mapped[int] = mapped_column(Integer)
+    trial: Mapped[int] = mapped_column(Integer)
+    task_id: Mapped[str] = mapped_column(String(200))
+    scored: Mapped[bool] = mapped_column(Boolean)
+    success: Mapped[bool] = mapped_column(Boolean)
+    total_reward: Mapped[float] = mapped_column(Float)
+    num_turns: Mapped[int] = mapped_column(Integer)
+    termination_reason: Mapped[str] = mapped_column(String(40))
+    record: Mapped[dict[str, Any]]
+
+
+def _now() -> str:
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+
+
+def _submission_dict(row: SubmissionRow, *, entries: bool = True) -> dict[str, Any]:
+    data = {
+        "id": row.id,
+        "content_hash": row.content_hash,
+        "suite_id": row.suite_id,
+        "suite_name": row.suite_name,
+        "suite_version": row.suite_version,
+        "agent_name": row.agent_name,
+        "agent_spec": row.agent_spec,
+        "agent_metadata": row.agent_metadata,
+        "created": row.created,
+        "submitted_at": row.submitted_at,
+        "envgym_version": row.envgym_version,
+        "git_commit": row.git_commit,
+        "trials": row.trials,
+        "success_rate": row.success_rate,
+        "mean_reward": row.mean_reward,
+        "ci_low": row.ci_low,
+        "ci_high": row.ci_high,
+        "pass_k": row.pass_k,
+        "episodes": row.episodes,
+        "scored": row.scored,
+        "infra": row.infra,
+        "bundle_size": row.bundle_size,
+    }
+    if entries:
+        data["entries"] = [
+            {
+                "entry": e.entry,
+                "env_id": e.env_id,
+                "success_rate": e.success_rate,
+                "mean_reward": e.mean_reward,
+                "ci_low": e.ci_low,
+                "ci_high": e.ci_high,
+                "mean_turns": e.mean_turns,
+                "pass_k": e.pass_k,
+                "episodes": e.episodes,
+                "scored": e.scored,
+                "infra": e.infra,
+            }
+            for e in row.entry_scores
+        ]
+    return data
+
+
+def _episode_dict(row: EpisodeRow, *, record: bool) -> dict[str, Any]:
+    data = {
+        "ordinal": row.ordinal,
+        "entry": row.entry,
+        "seed": row.seed,
+        "trial": row.trial,
+        "task_id": row.task_id,
+        "scored": row.scored,
+        "success": row.success,
+        "total_reward": row.total_reward,
+        "num_turns": row.num_turns,
+        "termination_reason": row.termination_reason,
+    }
+    if record:
+        data["turns"] = row.record.get("turns", [])
+        data["final_observation"] = row.record.get("final_observation")
+        data["errors"] = row.record.get("errors", [])
+    return data
+
+
+def _rank_key(item: dict[str, Any]) -> tuple[Any, ...]:
+    success = item["success_rate"]
+    reward = item["mean_reward"]
+    return (success is None, -(success or 0.0), reward is None, -(reward or 0.0), item["id"])
+
+
+class Store:
+    """A leaderboard database.
+
+    Args:
+        url: a SQLAlchemy URL or a SQLite file path; ``None``: :func:`default_url`.
+        create: create the tables (and the SQLite file's folder) when missing.
+    """
+
+    def __init__(self, url: str | os.PathLike[str] | None = None, *, create: bool = True) -> None:
+        self.url = resolve_url(url)
+        try:
+            parsed = make_url(self.url)
+        except ArgumentError as err:
+            raise ConfigError(
+                f"--db must be a SQLAlchemy URL (sqlite:///path.db, postgresql+psycopg://...) or a file path, "
+                f"got {self.url!r}."
+            ) from err
+        self._sqlite = parsed.get_backend_name() == "sqlite"
+        kwargs: dict[str, Any] = {}
+        if self._sqlite:
+            database = parsed.database
+            if database and database != ":memory:" and create:
+                Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"timeout": 60, "check_same_thread": False}
+        else:
+            kwargs["pool_pre_ping"] = True
+        try:
+            self.engine = create_engine(parsed, **kwargs)
+        except ImportError as err:
+            raise MissingDependencyError(
+                str(err.name or parsed.drivername), "leaderboard", f"The database {parsed.drivername!r}"
+            ) from err
+        if self._sqlite:
+            event.listen(self.engine, "connect", self._sqlite_connect)
+            event.listen(self.engine, "begin", self._sqlite_begin)
+        if create:
+            _Base.metadata.create_all(self.engine)
+
+    # -- SQLite: WAL, and writers that queue ------------------------------------------------------
+    @staticmethod
+    def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None  # transactions are begun by _sqlite_begin
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA busy_timeout=60000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @staticmethod
+    def _sqlite_begin(connection: Any) -> None:
+        write = connection.get_execution_options().get("envgym_write", False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+    @contextmanager
+    def _session(self, *, write: bool = False) -> Iterator[Session]:
+        with self.engine.connect() as connection:
+            if write:
+                connection.execution_options(envgym_write=True)
+            with Session(bind=connection, expire_on_commit=False) as session:
+                yield session
+
+    def close(self) -> None:
+        """Release the connections."""
+        self.engine.dispose()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- writing -----------------------------------------------------------------------------------
+    def find(self, content_hash: str) -> dict[str, Any] | None:
+        """The submission with ``content_hash``, or ``None``."""
+        with self._session() as session:
+            row = session.scalar(select(SubmissionRow).where(SubmissionRow.content_hash == content_hash))
+            return _submission_dict(row) if row is not None else None
+
+    def add(self, verified: Verified, *, bundle_size: int | None = None) -> tuple[dict[str, Any], bool]:
+        """Store a verified bundle in one transaction.
+
+        Returns ``(submission, created)``: ``created`` is ``False`` when a bundle with the same
+        content hash was already stored (then nothing is written and the stored one returned).
+        """
+        bundle = verified.bundle
+        scores = verified.scores
+        assert scores is not None
+        manifest = bundle.manifest
+        existing = self.find(bundle.content_hash)
+        if existing is not None:
+            return existing, False
+        outcome = {(o.entry, o.seed, o.trial): o for o in verified.outcomes}
+        row = SubmissionRow(
+            content_hash=bundle.content_hash,
+            suite_id=verified.suite.id,
+            suite_name=verified.suite.name,
+            suite_version=verified.suite.version,
+            suite_sha256=verified.suite.sha256,
+            agent_name=manifest["agent"]["name"],
+            agent_spec=manifest["agent"]["spec"],
+            agent_metadata=dict(manifest["agent"].get("metadata") or {}),
+            manifest={k: v for k, v in manifest.items() if k != "suite_spec"},
+            created=str(manifest.get("created", "")),
+            submitted_at=_now(),
+            envgym_version=str(manifest.get("envgym_version", "")),
+            git_commit=manifest.get("git_commit") if isinstance(manifest.get("git_commit"), str) else None,
+            trials=manifest["trials"],
+            success_rate=scores.success_rate,
+            mean_reward=scores.mean_reward,
+            ci_low=scores.ci_low,
+            ci_high=scores.ci_high,
+            pass_k=dict(scores.pass_k),
+            episodes=scores.episodes,
+            scored=scores.scored,
+            infra=scores.infra,
+            bundle_size=bundle_size,
+        )
+        row.entry_scores = [
+            EntryScoreRow(
+                position=i,
+                entry=e.entry,
+                env_id=e.env_id,
+                success_rate=e.success_rate,
+                mean_reward=e.mean_reward,
+                ci_low=e.ci_low,
+                ci_high=e.ci_high,
+                mean_turns=e.mean_turns,
+                pass_k=dict(e.pass_k),
+                episodes=e.episodes,
+                scored=e.scored,
+                infra=e.infra,
+            )
+            for i, e in enumerate(scores.entries)
+        ]
+        try:
+            with self._session(write=True) as session, session.begin():
+                session.add(row)
+                session.flush()
+                episodes = []
+                for ordinal, episode in enumerate(bundle.episodes):
+                    replayed = outcome[(episode["entry"], episode["seed"], episode["trial"])]
+                    episodes.append(
+                        EpisodeRow(
+                            submission_id=row.id,
+                            ordinal=ordinal,
+                            entry=episode["entry"],
+                            seed=episode["seed"],
+                            trial=episode["trial"],
+                            task_id=str(episode.get("task_id") or ""),
+                            scored=replayed.scored,
+                            success=replayed.success,
+                            total_reward=replayed.total_reward,
+                            num_turns=replayed.num_turns,
+                            termination_reason=replayed.termination_reason,
+                            record={
+                                "turns": episode["turns"],
+                                "final_observation": episode.get("final_observation"),
+                                "errors": episode.get("errors", []),
+                            },
+                        )
+                    )
+                session.add_all(episodes)
+            stored = self.submission(row.id)
+            assert stored is not None
+            return stored, True
+        except IntegrityError:
+            # Another writer stored the same bundle between our look-up and our insert.
+            existing = self.find(bundle.content_hash)
+            if existing is None:
+                raise
+            return existing, False
+
+    def delete(self, submission_id: int) -> bool:
+        """Remove a submission with its scores and episodes; ``False`` when there was none."""
+        with self._session(write=True) as session, session.begin():
+            row = session.get(SubmissionRow, submission_id)
+            if row is None:
+                return False
+            session.query(EpisodeRow).filter(EpisodeRow.submission_id == submission_id).delete()
+            session.delete(row)
+            return True
+
+    # -- reading -----------------------------------------------------------------------------------
+    def count(self) -> int:
+        """Number of stored submissions."""
+        with self._session() as session:
+            return int(session.scalar(select(func.count()).select_from(SubmissionRow)) or 0)
+
+    def suites(self) -> list[dict[str, Any]]:
+        """One dict per suite with submissions: id, name, version, submissions, best agent/score."""
+        result = []
+        with self._session() as session:
+            ids = session.scalars(select(SubmissionRow.suite_id).distinct().order_by(SubmissionRow.suite_id)).all()
+        for suite_id in ids:
+            board = self.leaderboard(suite_id)
+            best = board[0]
+            result.append(
+                {
+                    "id": suite_id,
+                    "name": best["suite_name"],
+                    "version": best["suite_version"],
+                    "submissions": len(board),
+                    "best_agent": best["agent_name"],
+                    "best_success_rate": best["success_rate"],
+                }
+            )
+        return result
+
+    def leaderboard(self, suite_id: str) -> list[dict[str, Any]]:
+        """The submissions of ``suite_id``, best first (success rate, then mean reward), with
+        ``rank`` and per-entry scores."""
+        with self._session() as session:
+            rows = session.scalars(select(SubmissionRow).where(SubmissionRow.suite_id == suite_id)).all()
+            items = [_submission_dict(r) for r in rows]
+        items.sort(key=_rank_key)
+        for rank, item in enumerate(items, start=1):
+            item["rank"] = rank
+        return items
+
+    def submission(self, submission_id: int) -> dict[str, Any] | None:
+        """One submission with its per-entry scores, or ``None``."""
+        with self._session() as session:
+            row = session.get(SubmissionRow, submission_id)
+            return _submission_dict(row) if row is not None else None
+
+    def episodes(self, submission_id: int) -> list[dict[str, Any]]:
+        """The episodes of a submission (without their turns), in bundle order."""
+        with self._session() as session:
+            rows = session.scalars(
+                select(EpisodeRow).where(EpisodeRow.submission_id == submission_id).order_by(EpisodeRow.ordinal)
+            ).all()
+            return [_episode_dict(r, record=False) for r in rows]
+
+    def episode(self, submission_id: int, ordinal: int) -> dict[str, Any] | None:
+        """One episode with its turns, or ``None``."""
+        with self._session() as session:
+            row = session.scalar(
+                select(EpisodeRow).where(EpisodeRow.submission_id == submission_id, EpisodeRow.ordinal == ordinal)
+            )
+            return _episode_dict(row, record=True) if row is not None else None

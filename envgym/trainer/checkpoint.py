@@ -1,0 +1,128 @@
+"""Checkpoints: everything a run needs to continue exactly where it stopped.
+
+A checkpoint is a folder ``<run>/checkpoints/update-NNNNNN/`` holding
+
+* ``model/`` (full fine-tuning: a transformers model folder with its tokenizer, loadable by
+  ``envgym run --agent hf:<folder>``) or ``adapter/`` (LoRA: a peft adapter folder);
+* ``value_head.safetensors`` (PPO);
+* ``optimizer.pt``: the optimizer state and the torch RNG states (CPU and CUDA);
+* ``state.json``: the update counter, the next task seed, the curricula's state, the Python RNG
+  state and the resolved config;
+* ``COMPLETE``: written last. A folder without it (a crash while saving) is ignored and removed.
+
+The folder is written under a temporary name and renamed into place, and only the newest
+``keep`` checkpoints stay on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from envgym.errors import ConfigError
+from envgym.rollout.records import json_safe
+
+__all__ = ["CHECKPOINTS_DIR", "latest_checkpoint", "list_checkpoints", "load_checkpoint", "save_checkpoint"]
+
+log = logging.getLogger(__name__)
+
+CHECKPOINTS_DIR = "checkpoints"
+COMPLETE = "COMPLETE"
+STATE_FILE = "state.json"
+OPTIMIZER_FILE = "optimizer.pt"
+_NAME = re.compile(r"^update-(\d{6,})$")
+
+
+def _name(update: int) -> str:
+    return f"update-{update:06d}"
+
+
+def list_checkpoints(run: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Complete checkpoints of run folder ``run`` as ``(update, folder)``, oldest first."""
+    root = Path(run) / CHECKPOINTS_DIR
+    if not root.is_dir():
+        return []
+    found = []
+    for folder in root.iterdir():
+        match = _NAME.match(folder.name)
+        if match and (folder / COMPLETE).is_file():
+            found.append((int(match[1]), folder))
+    return sorted(found)
+
+
+def latest_checkpoint(run: str | os.PathLike[str]) -> Path | None:
+    """The newest complete checkpoint of ``run``, or ``None``."""
+    found = list_checkpoints(run)
+    return found[-1][1] if found else None
+
+
+def save_checkpoint(
+    run: str | os.PathLike[str],
+    update: int,
+    *,
+    policy: Any,
+    optimizer: Any,
+    state: Mapping[str, Any],
+    keep: int,
+) -> Path:
+    """Write the checkpoint of ``update`` (see the module docstring) and prune old ones.
+
+    ``state`` is the JSON part (update counter, seeds, curricula, config); the RNG states are
+    added here.
+    """
+    import torch
+
+    root = Path(run) / CHECKPOINTS_DIR
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / _name(update)
+    work = root / f".{_name(update)}.tmp"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir()
+    policy.save(work)
+    rng: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        rng["cuda"] = torch.cuda.get_rng_state_all()
+    torch.save({"optimizer": optimizer.state_dict(), "rng": rng}, work / OPTIMIZER_FILE)
+    version, internal, gauss = random.getstate()
+    document = {**json_safe(dict(state)), "update": int(update), "python_rng": [version, list(internal), gauss]}
+    (work / STATE_FILE).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    (work / COMPLETE).write_text("", encoding="utf-8")
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(work, final)
+    for _, old in list_checkpoints(run)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    for stale in root.glob(".update-*.tmp"):  # left by a crash while saving
+        shutil.rmtree(stale, ignore_errors=True)
+    log.info("checkpoint written: %s", final)
+    return final
+
+
+def load_checkpoint(folder: str | os.PathLike[str], *, policy: Any, optimizer: Any) -> dict[str, Any]:
+    """Restore the policy's weights, the optimizer and the RNG states from ``folder``; return the
+    JSON state (``update``, ``next_seed``, curricula...)."""
+    import torch
+
+    path = Path(folder)
+    if not (path / COMPLETE).is_file():
+        raise ConfigError(f"{path} is not a complete checkpoint (no {COMPLETE} marker); pick another one.")
+    try:
+        state = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as err:
+        raise ConfigError(f"{path / STATE_FILE} cannot be read ({err}); the checkpoint is damaged.") from err
+    policy.load(path)
+    saved = torch.load(path / OPTIMIZER_FILE, map_location="cpu", weights_only=True)
+    optimizer.load_state_dict(saved["optimizer"])
+    torch.set_rng_state(saved["rng"]["torch"])
+    if "cuda" in saved["rng"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(saved["rng"]["cuda"])
+    version, internal, gauss = state.pop("python_rng")
+    random.setstate((version, tuple(internal), gauss))
+    return state

@@ -1,0 +1,551 @@
+"""``TrainConfig``: every setting of a training run, validated before anything loads.
+
+A config is a frozen keyword-only dataclass. Each field's ``metadata["help"]`` is its
+documentation and the ``envgym train`` help text (see :func:`field_help`). Configs come from
+code, from a YAML or JSON file (:meth:`TrainConfig.from_file`) and from command-line flags, in
+that order of precedence: defaults < file < flags (:meth:`TrainConfig.merged`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envgym.errors import ConfigError, suggest
+from envgym.rollout.prompting import PromptConfig
+from envgym.rollout.records import json_safe
+
+__all__ = [
+    "AGGREGATIONS",
+    "ALGOS",
+    "DTYPES",
+    "RESUMABLE_CHANGES",
+    "REWARD_NORMS",
+    "TrainConfig",
+    "field_help",
+]
+
+#: Training algorithms: group-relative (GRPO, Dr. GRPO, RLOO, GiGPO) and PPO with a value head.
+ALGOS: tuple[str, ...] = ("grpo", "dr_grpo", "rloo", "ppo", "gigpo")
+#: How reward components become the advantage: their sum, or each normalised on its own (GDPO).
+REWARD_NORMS: tuple[str, ...] = ("sum", "gdpo")
+#: Loss aggregation modes understood by :func:`envgym.trainer.losses.aggregate`.
+AGGREGATIONS: tuple[str, ...] = (
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+    "token-sum-norm",
+)
+#: Weight dtypes; ``auto`` is bfloat16 on CUDA and float32 elsewhere.
+DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
+#: KL estimators of :func:`envgym.trainer.losses.kl_penalty`.
+KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
+#: Fields that may change when a run resumes: they do not change what is learned.
+RESUMABLE_CHANGES: frozenset[str] = frozenset({"updates", "checkpoint_every", "keep_checkpoints", "tensorboard", "out"})
+#: Keys a ``lora`` mapping may hold.
+LORA_KEYS: tuple[str, ...] = ("r", "alpha", "dropout", "target_modules")
+#: Keys a ``difficulty`` mapping may hold.
+DIFFICULTY_KEYS: tuple[str, ...] = ("kwarg", "levels", "target", "window", "min_episodes")
+
+_DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+_ENV_ID = re.compile(r"^[\w.-]+/[\w.-]+-v\d+$")
+
+
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """One training run (see the field help, printed by ``envgym train --help``)."""
+
+    # -- what to train on --------------------------------------------------------------------
+    env_id: str = field(metadata=_help("Registered environment id to train on, e.g. envgym/FrozenLake-v0."))
+    env_kwargs: Mapping[str, Any] = field(
+        default_factory=dict, metadata=_help("Keyword arguments for envgym.make (the training tasks).")
+    )
+    eval_env_kwargs: Mapping[str, Any] | None = field(
+        default=None,
+        metadata=_help(
+            "Keyword arguments of the held-out evaluation environment; None uses env_kwargs with "
+            "split='test' (procedural environments draw their held-out tasks from it)."
+        ),
+    )
+    model: str = field(
+        default="smollm2",
+        metadata=_help(
+            "Policy model: 'smollm2' (the bundled SmolLM2-135M-Instruct), a local transformers folder, or "
+            "'tiny' (a tiny randomly initialised model, for tests)."
+        ),
+    )
+    # -- algorithm -----------------------------------------------------------------------------
+    algo: str = field(
+        default="grpo",
+        metadata=_help(
+            "Algorithm: grpo (group-normalised returns), dr_grpo (no std division, token-sum loss), rloo "
+            "(leave-one-out baseline), ppo (value head + GAE), gigpo (grpo plus step-level groups of "
+            "identical observations)."
+        ),
+    )
+    reward_norm: str = field(
+        default="sum",
+        metadata=_help(
+            "'sum': advantages from the episode return; 'gdpo': every reward component normalised within "
+            "its group on its own, then summed (grpo, dr_grpo and gigpo only)."
+        ),
+    )
+    group_size: int = field(default=8, metadata=_help("Episodes per task seed (the group of group-relative methods)."))
+    groups_per_update: int = field(default=4, metadata=_help("Task seeds (groups) per update."))
+    updates: int = field(default=100, metadata=_help("Policy updates in the run (rollout + optimisation each)."))
+    lr: float = field(default=1e-5, metadata=_help("AdamW learning rate."))
+    weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
+    max_grad_norm: float | None = field(
+        default=1.0, metadata=_help("Clip the gradient's global norm to this value; None: no clipping.")
+    )
+    micro_batch_size: int = field(
+        default=8, metadata=_help("Sequences per forward/backward pass; gradients accumulate over micro-batches.")
+    )
+    ppo_epochs: int = field(default=1, metadata=_help("Passes over each update's batch (any algorithm)."))
+    minibatches: int = field(default=1, metadata=_help("Optimizer steps per pass (the batch is split in this many)."))
+    clip_low: float = field(default=0.2, metadata=_help("Lower ratio clip: ratios below 1 - clip_low are clipped."))
+    clip_high: float = field(default=0.2, metadata=_help("Upper ratio clip: ratios above 1 + clip_high are clipped."))
+    loss_aggregation: str | None = field(
+        default=None,
+        metadata=_help(
+            "How token losses are averaged: token-mean, seq-mean-token-mean, seq-mean-token-sum or "
+            "seq-mean-token-sum-norm (alias token-sum-norm: each sequence's sum divided by max_new_tokens); "
+            "None: seq-mean-token-sum-norm for dr_grpo, token-mean otherwise."
+        ),
+    )
+    kl_coef: float = field(
+        default=0.0,
+        metadata=_help("Weight of the KL penalty to the initial policy; 0 turns it off (no reference model)."),
+    )
+    kl_estimator: str = field(default="k3", metadata=_help("KL estimator: k1, k2 or k3."))
+    entropy_coef: float = field(default=0.0, metadata=_help("Weight of the entropy bonus (0: off)."))
+    vf_coef: float = field(default=0.5, metadata=_help("PPO: weight of the value loss."))
+    value_clip: float | None = field(default=0.2, metadata=_help("PPO: value clipping range; None: no clipping."))
+    gamma: float = field(default=1.0, metadata=_help("Discount over turns (PPO's GAE and GiGPO's step returns)."))
+    lam: float = field(default=0.95, metadata=_help("PPO: GAE lambda."))
+    step_weight: float = field(default=1.0, metadata=_help("GiGPO: weight of the step-level advantage."))
+    dynamic_sampling: bool = field(
+        default=False,
+        metadata=_help(
+            "Drop groups whose episodes all got the same return (no learning signal) and roll out fresh "
+            "groups to refill the update, up to max_refill_rounds extra rounds."
+        ),
+    )
+    max_refill_rounds: int = field(default=3, metadata=_help("Dynamic sampling: most extra rollout rounds per update."))
+    # -- episodes and curriculum --------------------------------------------------------------
+    max_turns: int | None = field(
+        default=None, metadata=_help("Harness turn limit per episode; None keeps the environment's own.")
+    )
+    horizon: Sequence[Sequence[int]] | None = field(
+        default=None,
+        metadata=_help(
+            "Horizon curriculum: [[first_update, max_turns], ...] stages (first stage at update 0); "
+            "overrides max_turns."
+        ),
+    )
+    difficulty: Mapping[str, Any] | None = field(
+        default=None,
+        metadata=_help(
+            "Difficulty ladder: {levels: [easiest, ...], kwarg: the env argument a plain level value sets "
+            "(default 'difficulty'; a level may also be a mapping of env arguments or another env id), target: "
+            "success rate above which the level goes up (default 0.7), or [low, high] to also go down below low, "
+            "window: outcomes averaged (default 64), min_episodes: outcomes at a level before it may move "
+            "(default 32)}."
+        ),
+    )
+    prompt: PromptConfig = field(
+        default_factory=PromptConfig,
+        metadata=_help("Prompting options (history, last_k, system_prompt, action_tags...): see PromptConfig."),
+    )
+    # -- generation ------------------------------------------------------------------------------
+    temperature: float = field(default=1.0, metadata=_help("Sampling temperature of training rollouts (> 0)."))
+    top_p: float = field(default=1.0, metadata=_help("Nucleus sampling mass of training rollouts, in (0, 1]."))
+    max_new_tokens: int = field(default=128, metadata=_help("Most tokens per reply."))
+    generation_batch_size: int = field(default=32, metadata=_help("Most episodes per generation forward pass."))
+    num_envs: int | None = field(
+        default=None, metadata=_help("Environments played at once; None: every episode of a rollout round.")
+    )
+    # -- model -----------------------------------------------------------------------------------
+    lora: Mapping[str, Any] | None = field(
+        default=None,
+        metadata=_help(
+            "None trains every weight; {r, alpha, dropout, target_modules} trains LoRA adapters (needs peft). "
+            "Defaults: r=8, alpha=16, dropout=0.0, target_modules='all-linear'."
+        ),
+    )
+    gradient_checkpointing: bool = field(
+        default=False, metadata=_help("Recompute activations in the backward pass (less memory, more time).")
+    )
+    dtype: str = field(default="auto", metadata=_help("Weight dtype: auto (bf16 on CUDA, fp32 on CPU), float32, ..."))
+    device: str = field(default="auto", metadata=_help("Device: auto (CUDA when available), cpu, cuda, cuda:N."))
+    seed: int = field(default=0, metadata=_help("Run seed: task seeds, sampling and initialisation derive from it."))
+    # -- evaluation, checkpoints, output -----------------------------------------------------
+    eval_every: int = field(
+        default=0, metadata=_help("Greedy evaluation on the held-out split every N updates (0: off).")
+    )
+    eval_episodes: int = field(default=16, metadata=_help("Episodes per evaluation (fixed seeds, one per task)."))
+    checkpoint_every: int = field(default=10, metadata=_help("Checkpoint every N updates (0: only at the end)."))
+    keep_checkpoints: int = field(default=2, metadata=_help("Newest checkpoints kept on disk (>= 1)."))
+    out: str | None = field(
+        default=None,
+        metadata=_help(
+            "Run folder; running again into it resumes. None: runs/train-ENV-ALGO-seedSEED (ENV: the id after its namespace, e.g. FrozenLake-v0)."
+        ),
+    )
+    tensorboard: bool | None = field(
+        default=None,
+        metadata=_help(
+            "Write TensorBoard event files: None when tensorboard is installed, True requires it, False off."
+        ),
+    )
+
+    # ------------------------------------------------------------------------------ validation
+    def __post_init__(self) -> None:
+        if not isinstance(self.env_id, str) or not self.env_id.strip():
+            raise ConfigError(
+                f"env_id must be a registered environment id such as 'envgym/FrozenLake-v0', got {self.env_id!r}."
+            )
+        for name in ("env_kwargs",):
+            if not isinstance(getattr(self, name), Mapping):
+                raise ConfigError(f"{name} must be a mapping of keyword arguments, got {getattr(self, name)!r}.")
+        if self.eval_env_kwargs is not None and not isinstance(self.eval_env_kwargs, Mapping):
+            raise ConfigError(f"eval_env_kwargs must be a mapping or None, got {self.eval_env_kwargs!r}.")
+        if not isinstance(self.model, str) or not self.model:
+            raise ConfigError(f"model must be 'smollm2', 'tiny' or a local model folder, got {self.model!r}.")
+        _choice("algo", self.algo, ALGOS)
+        _choice("reward_norm", self.reward_norm, REWARD_NORMS)
+        if self.reward_norm == "gdpo" and self.algo in ("rloo", "ppo"):
+            raise ConfigError(
+                f"reward_norm='gdpo' normalises reward components within groups; it works with grpo, dr_grpo and "
+                f"gigpo, not algo={self.algo!r}. Use reward_norm='sum' or another algo."
+            )
+        for name in (
+            "group_size",
+            "groups_per_update",
+            "updates",
+            "micro_batch_size",
+            "ppo_epochs",
+            "minibatches",
+            "max_new_tokens",
+            "generation_batch_size",
+            "eval_episodes",
+            "keep_checkpoints",
+        ):
+            _int(name, getattr(self, name), minimum=1)
+        for name in ("max_refill_rounds", "eval_every", "checkpoint_every"):
+            _int(name, getattr(self, name), minimum=0)
+        _int("seed", self.seed, minimum=None)
+        _int("max_turns", self.max_turns, minimum=1, optional=True)
+        _int("num_envs", self.num_envs, minimum=1, optional=True)
+        if self.algo in ("grpo", "dr_grpo", "rloo", "gigpo") and self.group_size < 2:
+            raise ConfigError(
+                f"algo={self.algo!r} compares the episodes of a group, so group_size must be >= 2, got "
+                f"{self.group_size}. Use group_size=4 or more, or algo='ppo'."
+            )
+        if self.minibatches > self.groups_per_update * self.group_size:
+            raise ConfigError(
+                f"minibatches ({self.minibatches}) cannot exceed the episodes per update "
+                f"({self.groups_per_update * self.group_size})."
+            )
+        _number("lr", self.lr, positive=True)
+        _number("weight_decay", self.weight_decay)
+        _number("max_grad_norm", self.max_grad_norm, positive=True, optional=True)
+        _number("clip_low", self.clip_low)
+        _number("clip_high", self.clip_high)
+        if self.clip_low >= 1:
+            raise ConfigError(
+                f"clip_low must be in [0, 1) (ratios are clipped at 1 - clip_low), got {self.clip_low!r}."
+            )
+        _number("kl_coef", self.kl_coef)
+        _number("entropy_coef", self.entropy_coef, signed=True)
+        _number("vf_coef", self.vf_coef)
+        _number("value_clip", self.value_clip, positive=True, optional=True)
+        _number("step_weight", self.step_weight)
+        for name in ("gamma", "lam"):
+            value = getattr(self, name)
+            _number(name, value)
+            if value > 1:
+                raise ConfigError(f"{name} must be in [0, 1], got {value!r}.")
+        _number("temperature", self.temperature, positive=True)
+        _number("top_p", self.top_p, positive=True)
+        if self.top_p > 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p!r}.")
+        if self.loss_aggregation is not None:
+            _choice("loss_aggregation", self.loss_aggregation, AGGREGATIONS)
+        _choice("kl_estimator", self.kl_estimator, KL_ESTIMATORS)
+        _choice("dtype", self.dtype, DTYPES)
+        if not isinstance(self.device, str) or not _DEVICE.match(self.device):
+            raise ConfigError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}.")
+        for name in ("dynamic_sampling", "gradient_checkpointing"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
+        if self.tensorboard is not None and not isinstance(self.tensorboard, bool):
+            raise ConfigError(f"tensorboard must be true, false or null, got {self.tensorboard!r}.")
+        if self.out is not None and (not isinstance(self.out, str) or not self.out):
+            raise ConfigError(f"out must be a folder path or None, got {self.out!r}.")
+        if isinstance(self.prompt, Mapping):
+            object.__setattr__(self, "prompt", PromptConfig.from_dict(self.prompt))
+        if not isinstance(self.prompt, PromptConfig):
+            raise ConfigError(f"prompt must be a PromptConfig or a mapping of its fields, got {self.prompt!r}.")
+        object.__setattr__(self, "horizon", _check_horizon(self.horizon))
+        object.__setattr__(self, "lora", _check_lora(self.lora))
+        object.__setattr__(self, "difficulty", _check_difficulty(self.difficulty, self.env_kwargs))
+
+    # ------------------------------------------------------------------------------ derived
+    @property
+    def episodes_per_update(self) -> int:
+        return self.group_size * self.groups_per_update
+
+    @property
+    def aggregation(self) -> str:
+        """The loss aggregation in use (``loss_aggregation`` or the algorithm's default)."""
+        if self.loss_aggregation is not None:
+            return self.loss_aggregation
+        return "seq-mean-token-sum-norm" if self.algo == "dr_grpo" else "token-mean"
+
+    @property
+    def resolved_eval_env_kwargs(self) -> dict[str, Any]:
+        if self.eval_env_kwargs is not None:
+            return dict(self.eval_env_kwargs)
+        return {**dict(self.env_kwargs), "split": "test"}
+
+    def level_env(self, level: Any) -> tuple[str, dict[str, Any]]:
+        """``(env_id, env_kwargs)`` of difficulty ``level``: a mapping of env arguments, another env
+        id (``namespace/Name-vN``), or a value of the ladder's ``kwarg``."""
+        kwargs = dict(self.env_kwargs)
+        if isinstance(level, Mapping):
+            return self.env_id, {**kwargs, **dict(level)}
+        if isinstance(level, str) and _ENV_ID.match(level):
+            return level, kwargs
+        kwarg = (self.difficulty or {}).get("kwarg", "difficulty")
+        return self.env_id, {**kwargs, kwarg: level}
+
+    @property
+    def out_dir(self) -> Path:
+        """The run folder (``out`` or the default name)."""
+        if self.out is not None:
+            return Path(self.out).expanduser()
+        name = self.env_id.split("/")[-1]
+        return Path("runs") / f"train-{name}-{self.algo}-seed{self.seed}"
+
+    # ------------------------------------------------------------------------------ (de)serialising
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict that :meth:`from_dict` reads back to an equal config."""
+        data: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            data[f.name] = value.to_dict() if isinstance(value, PromptConfig) else json_safe(value)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TrainConfig:
+        """Build a config from a mapping (a parsed file); unknown or missing keys raise :class:`ConfigError`."""
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"a training config must be a mapping of field names to values, got {data!r}.")
+        known = [f.name for f in dataclasses.fields(cls)]
+        for key in data:
+            if key not in known:
+                raise ConfigError(
+                    f"unknown training setting {key!r}.{suggest(str(key), known)} Known settings: {', '.join(known)}."
+                )
+        if "env_id" not in data or data["env_id"] is None:
+            raise ConfigError("a training config needs env_id (e.g. env_id: envgym/FrozenLake-v0, or --env).")
+        values = dict(data)
+        if isinstance(values.get("prompt"), Mapping):
+            values["prompt"] = PromptConfig.from_dict(values["prompt"])
+        try:
+            return cls(**values)
+        except TypeError as err:  # pragma: no cover - every field has a default but env_id
+            raise ConfigError(f"bad training config: {err}") from err
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **overrides: Any) -> TrainConfig:
+        """Read a YAML or JSON file; ``overrides`` (flags) win over the file's values."""
+        return cls.from_dict({**read_config_file(path), **overrides})
+
+    @classmethod
+    def merged(cls, file: str | os.PathLike[str] | None = None, **overrides: Any) -> TrainConfig:
+        """Defaults < ``file`` (optional) < ``overrides`` (``None`` overrides are ignored)."""
+        data = read_config_file(file) if file is not None else {}
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.from_dict(data)
+
+    def changes_from(self, other: TrainConfig | Mapping[str, Any]) -> list[str]:
+        """``"key: old -> new"`` lines for the fields that differ (``other`` is the old config)."""
+        old = other.to_dict() if isinstance(other, TrainConfig) else dict(other)
+        new = self.to_dict()
+        return [
+            f"{key}: {old.get(key, '<absent>')!r} -> {new.get(key, '<absent>')!r}"
+            for key in sorted(set(old) | set(new))
+            if old.get(key, "<absent>") != new.get(key, "<absent>")
+        ]
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The mapping in a YAML (``.yaml``/``.yml``) or JSON file; a clear :class:`ConfigError` otherwise."""
+    file = Path(path).expanduser()
+    if not file.is_file():
+        raise ConfigError(f"expected a YAML or JSON training config file, got {str(file)!r}, which is not a file.")
+    text = file.read_text(encoding="utf-8")
+    try:
+        if file.suffix.lower() == ".json":
+            data = json.loads(text)
+        else:
+            import yaml
+
+            data = yaml.safe_load(text)
+    except (ValueError, Exception) as err:  # yaml.YAMLError does not derive from ValueError
+        raise ConfigError(f"{file} is not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {err}") from err
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{file} must hold a mapping of setting names to values, got {type(data).__name__}.")
+    return dict(data)
+
+
+def field_help(name: str) -> str:
+    """The help text of ``TrainConfig`` field ``name`` (the CLI's help)."""
+    for f in dataclasses.fields(TrainConfig):
+        if f.name == name:
+            return str(f.metadata.get("help", ""))
+    raise KeyError(name)
+
+
+# -------------------------------------------------------------------------------------------- checks
+def _choice(name: str, value: object, options: Sequence[str]) -> None:
+    if not isinstance(value, str) or value not in options:
+        raise ConfigError(
+            f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}.{suggest(str(value), options)}"
+        )
+
+
+def _int(name: str, value: object, *, minimum: int | None, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        expected = "an integer" if minimum is None else f"an integer >= {minimum}"
+        raise ConfigError(f"{name} must be {expected}{' or None' if optional else ''}, got {value!r}.")
+
+
+def _number(name: str, value: object, *, positive: bool = False, signed: bool = False, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if ok and positive:
+        ok = value > 0
+    elif ok and not signed:
+        ok = value >= 0
+    if not ok:
+        expected = "a number > 0" if positive else ("a finite number" if signed else "a number >= 0")
+        raise ConfigError(f"{name} must be {expected}{' or None' if optional else ''}, got {value!r}.")
+
+
+def _check_horizon(stages: Any) -> tuple[tuple[int, int], ...] | None:
+    if stages is None:
+        return None
+    example = "[[0, 2], [20, 4], [50, 8]]"
+    if isinstance(stages, (str, bytes)) or not isinstance(stages, Sequence) or not stages:
+        raise ConfigError(
+            f"horizon must be a list of [first_update, max_turns] stages such as {example}, got {stages!r}."
+        )
+    out = []
+    for stage in stages:
+        if (
+            isinstance(stage, (str, bytes))
+            or not isinstance(stage, Sequence)
+            or len(stage) != 2
+            or any(isinstance(v, bool) or not isinstance(v, int) for v in stage)
+        ):
+            raise ConfigError(f"each horizon stage must be [first_update, max_turns] (two integers), got {stage!r}.")
+        out.append((int(stage[0]), int(stage[1])))
+    starts = [s for s, _ in out]
+    if starts[0] != 0 or starts != sorted(set(starts)) or any(t < 1 for _, t in out):
+        raise ConfigError(
+            f"horizon stages must start at update 0, in increasing order, with max_turns >= 1, like {example}; "
+            f"got {stages!r}."
+        )
+    return tuple(out)
+
+
+def _check_lora(lora: Any) -> dict[str, Any] | None:
+    if lora is None:
+        return None
+    if not isinstance(lora, Mapping):
+        raise ConfigError(f"lora must be None or a mapping with keys {', '.join(LORA_KEYS)}, got {lora!r}.")
+    for key in lora:
+        if key not in LORA_KEYS:
+            raise ConfigError(f"unknown lora key {key!r}.{suggest(str(key), LORA_KEYS)} Known: {', '.join(LORA_KEYS)}.")
+    out = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": "all-linear", **dict(lora)}
+    _int("lora.r", out["r"], minimum=1)
+    _number("lora.alpha", out["alpha"], positive=True)
+    _number("lora.dropout", out["dropout"])
+    if out["dropout"] >= 1:
+        raise ConfigError(f"lora.dropout must be in [0, 1), got {out['dropout']!r}.")
+    targets = out["target_modules"]
+    if isinstance(targets, str):
+        pass
+    elif isinstance(targets, Sequence) and targets and all(isinstance(t, str) and t for t in targets):
+        out["target_modules"] = list(targets)
+    else:
+        raise ConfigError(
+            f"lora.target_modules must be 'all-linear' or a list of module names such as ['q_proj', 'v_proj'], "
+            f"got {targets!r}."
+        )
+    return out
+
+
+def _check_difficulty(ladder: Any, env_kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    if ladder is None:
+        return None
+    if not isinstance(ladder, Mapping):
+        raise ConfigError(
+            f"difficulty must be None or a mapping with keys {', '.join(DIFFICULTY_KEYS)}, got {ladder!r}."
+        )
+    for key in ladder:
+        if key not in DIFFICULTY_KEYS:
+            raise ConfigError(
+                f"unknown difficulty key {key!r}.{suggest(str(key), DIFFICULTY_KEYS)} Known: {', '.join(DIFFICULTY_KEYS)}."
+            )
+    out = {"kwarg": "difficulty", "target": 0.7, "window": 64, "min_episodes": 32, **dict(ladder)}
+    levels = out.get("levels")
+    if isinstance(levels, (str, bytes)) or not isinstance(levels, Sequence) or len(levels) < 2:
+        raise ConfigError(f"difficulty.levels must list at least two levels, easiest first, got {levels!r}.")
+    out["levels"] = list(levels)
+    if not isinstance(out["kwarg"], str) or not out["kwarg"].isidentifier():
+        raise ConfigError(f"difficulty.kwarg must name an environment argument, got {out['kwarg']!r}.")
+    if out["kwarg"] in env_kwargs and not all(isinstance(level, Mapping) for level in levels):
+        raise ConfigError(
+            f"env_kwargs sets {out['kwarg']!r}, which the difficulty ladder controls; remove it from env_kwargs."
+        )
+    target = out["target"]
+    rates = list(target) if isinstance(target, Sequence) and not isinstance(target, (str, bytes)) else [target]
+    if (
+        len(rates) not in (1, 2)
+        or any(isinstance(r, bool) or not isinstance(r, (int, float)) or not 0 <= r <= 1 for r in rates)
+        or (len(rates) == 2 and rates[0] > rates[1])
+    ):
+        raise ConfigError(f"difficulty.target must be a success rate in [0, 1] or a band [low, high], got {target!r}.")
+    out["target"] = rates if len(rates) == 2 else rates[0]
+    _int("difficulty.window", out["window"], minimum=1)
+    _int("difficulty.min_episodes", out["min_episodes"], minimum=1)
+    if out["min_episodes"] > out["window"]:
+        raise ConfigError(
+            f"difficulty.min_episodes ({out['min_episodes']}) cannot exceed difficulty.window ({out['window']})."
+        )
+    try:
+        json.dumps(out["levels"])
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"difficulty.levels must be JSON values, got {levels!r}.") from err
+    return out

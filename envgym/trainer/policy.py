@@ -1,0 +1,345 @@
+"""The policy being trained: the language model, optional LoRA adapters, PPO's value head, the
+frozen reference for the KL penalty, and how rollouts are generated from it.
+
+The training forward pass runs the model's backbone once per micro-batch and applies the output
+layer only at the completion positions (where the loss is): the ``[N, L, vocab]`` logits of the
+whole sequence would dwarf everything else in memory. The same hidden states give PPO's value,
+read at the last prompt token of each turn.
+
+Generation sits behind the small :class:`Generation` interface. :class:`HFGeneration` wraps the
+*live* model in the harness's ``hf`` agent (no copy: every update is seen by the next rollout);
+a vLLM or remote engine would implement the same two methods (``sync`` pushes the new weights to
+the engine, ``agent`` returns an :class:`~envgym.rollout.agent.Agent` such as the ``openai``
+agent) without touching the loop.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from envgym.errors import ConfigError, MissingDependencyError
+from envgym.trainer.config import TrainConfig
+
+__all__ = ["Generation", "HFGeneration", "Policy", "PolicyOutput", "load_policy"]
+
+log = logging.getLogger(__name__)
+
+ADAPTER_DIR = "adapter"
+MODEL_DIR = "model"
+
+
+class Generation(Protocol):
+    """Where rollouts come from. ``sync`` is called after every optimizer update."""
+
+    def sync(self) -> None:
+        """Make the next agents use the current weights (a no-op for the live in-process model)."""
+
+    def agent(self, *, temperature: float, top_p: float, seed: int, name: str) -> Any:
+        """A harness agent sampling from the current policy."""
+
+
+@dataclass
+class PolicyOutput:
+    """Per-token quantities of a micro-batch, aligned with ``input_ids`` (0 where masked).
+
+    Attributes:
+        logprobs: ``[N, L]`` log-probability of each completion token under the policy.
+        entropy: ``[N, L]`` entropy of the next-token distribution that produced each completion
+            token, or ``None`` when not asked for.
+        values: ``[N]`` value estimates at the last prompt token (PPO), or ``None``.
+    """
+
+    logprobs: Any
+    entropy: Any = None
+    values: Any = None
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError as err:
+        raise MissingDependencyError("torch", "llm", "training") from err
+    return torch
+
+
+def resolve_device_dtype(config: TrainConfig) -> tuple[Any, Any]:
+    """The torch device and dtype a config asks for (``auto``: CUDA + bfloat16, else CPU + float32)."""
+    torch = _torch()
+    if config.device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    else:
+        device = torch.device(config.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ConfigError(f"device={config.device!r} but CUDA is not available here; use device='auto' or 'cpu'.")
+    if config.dtype == "auto":
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    else:
+        dtype = getattr(torch, config.dtype)
+    return device, dtype
+
+
+class Policy:
+    """A causal LM being trained, with what the loss needs around it.
+
+    Attributes:
+        model: the trainable model (a ``peft`` model when LoRA is on).
+        base_model: the transformers model itself (LoRA layers live inside it).
+        tokenizer: its tokenizer.
+        value_head: PPO's ``Linear(hidden, 1)`` (float32), else ``None``.
+        reference: a frozen copy of the initial model for the KL penalty (full fine-tuning with
+            ``kl_coef > 0``), else ``None`` (with LoRA the reference is the base model with the
+            adapters disabled).
+        lora: whether LoRA adapters are trained.
+    """
+
+    def __init__(self, model: Any, tokenizer: Any, config: TrainConfig, *, device: Any) -> None:
+        torch = _torch()
+        self.config = config
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.lora = config.lora is not None
+        self.base_model = model.get_base_model() if self.lora else model
+        self.backbone = getattr(self.base_model, self.base_model.base_model_prefix)
+        self.lm_head = self.base_model.get_output_embeddings()
+        if self.lm_head is None:
+            raise ConfigError(f"model {config.model!r} has no output embedding layer; it is not a causal LM.")
+        hidden = int(self.base_model.config.hidden_size)
+        self.value_head = None
+        if config.algo == "ppo":
+            self.value_head = torch.nn.Linear(hidden, 1, dtype=torch.float32, device=device)
+            torch.nn.init.zeros_(self.value_head.weight)  # the first values are 0: advantages start as returns
+            torch.nn.init.zeros_(self.value_head.bias)
+        self.reference = None
+        if config.kl_coef > 0 and not self.lora:
+            self.reference = copy.deepcopy(self.base_model).eval()
+            for p in self.reference.parameters():
+                p.requires_grad_(False)
+        pad = tokenizer.pad_token_id
+        self.pad_id = int(pad if pad is not None else (tokenizer.eos_token_id or 0))
+
+    # -------------------------------------------------------------------------- parameters
+    def trainable_parameters(self) -> list[Any]:
+        """Model parameters that train (all, or the LoRA ones), then the value head's."""
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.value_head is not None:
+            params += list(self.value_head.parameters())
+        return params
+
+    def named_trainable_parameters(self) -> dict[str, Any]:
+        named = {f"model.{n}": p for n, p in self.model.named_parameters() if p.requires_grad}
+        if self.value_head is not None:
+            named.update({f"value_head.{n}": p for n, p in self.value_head.named_parameters()})
+        return named
+
+    def train(self, mode: bool = True) -> None:
+        self.model.train(mode)
+        if self.value_head is not None:
+            self.value_head.train(mode)
+
+    # -------------------------------------------------------------------------- forward
+    def forward(
+        self,
+        batch: Any,
+        *,
+        entropy: bool = False,
+        values: bool = False,
+        reference: bool = False,
+        entropy_grad: bool = True,
+    ) -> PolicyOutput:
+        """Log-probs (and entropies, values) of a :class:`~envgym.trainer.batch.TrainBatch`.
+
+        With ``reference=True`` the reference model is used (no gradient). ``entropy_grad=False``
+        computes the entropy for the metrics only (no graph through it: less memory).
+        """
+        torch = _torch()
+        from envgym.trainer import losses
+
+        ids = batch.input_ids.to(self.device)
+        attention = batch.attention_mask.to(self.device)
+        with self._reference() if reference else nullcontext(None) as ref_model:
+            if ref_model is None:
+                trunk, head = self.backbone, self.lm_head
+            else:
+                trunk, head = getattr(ref_model, ref_model.base_model_prefix), ref_model.get_output_embeddings()
+            hidden = trunk(input_ids=ids, attention_mask=attention, use_cache=False).last_hidden_state
+            predict = batch.loss_mask[:, 1:].to(self.device) > 0  # [N, L-1]: the next token carries loss
+            chosen = hidden[:, :-1][predict]  # [K, H]
+            logits = head(chosen).float()
+            targets = ids[:, 1:][predict]
+            token_lp = losses.token_logprobs(logits, targets)
+            n, width = ids.shape
+            zeros = torch.zeros((n, width - 1), dtype=torch.float32, device=self.device)
+            logprobs = torch.nn.functional.pad(zeros.masked_scatter(predict, token_lp), (1, 0))
+            out = PolicyOutput(logprobs=logprobs)
+            if entropy:
+                ent = losses.entropy_from_logits(logits if entropy_grad else logits.detach())
+                out.entropy = torch.nn.functional.pad(zeros.masked_scatter(predict, ent), (1, 0))
+            if values and self.value_head is not None and not reference:
+                index = batch.value_index.to(self.device)
+                last_prompt = hidden[torch.arange(n, device=self.device), index].float()
+                out.values = self.value_head(last_prompt).squeeze(-1)
+        return out
+
+    @contextmanager
+    def _reference(self) -> Iterator[Any]:
+        torch = _torch()
+        with torch.no_grad():
+            if self.reference is not None:
+                yield self.reference
+            elif self.lora:
+                with self.model.disable_adapter():
+                    yield self.base_model
+            else:
+                raise ConfigError("no reference model: the KL penalty needs kl_coef > 0.")
+
+    # -------------------------------------------------------------------------- saving
+    def save(self, folder: Path) -> None:
+        """Write the weights into ``folder``: a transformers model folder (full fine-tuning) or a
+        peft adapter folder (LoRA), plus ``value_head.safetensors`` for PPO."""
+        from safetensors.torch import save_file
+        from transformers.utils import logging as hf_logging
+
+        # Library code draws no progress bar on stderr (transformers shows one while writing shards).
+        was_enabled = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()
+        try:
+            if self.lora:
+                self.model.save_pretrained(folder / ADAPTER_DIR, safe_serialization=True)
+            else:
+                self.model.save_pretrained(folder / MODEL_DIR, safe_serialization=True)
+                self.tokenizer.save_pretrained(folder / MODEL_DIR)
+        finally:
+            if was_enabled:
+                hf_logging.enable_progress_bar()
+        if self.value_head is not None:
+            state = {k: v.detach().contiguous().cpu() for k, v in self.value_head.state_dict().items()}
+            save_file(state, str(folder / "value_head.safetensors"))
+
+    def load(self, folder: Path) -> None:
+        """Load weights written by :meth:`save` into this policy (in place, exactly)."""
+        from safetensors.torch import load_file
+
+        torch = _torch()
+        if self.lora:
+            from peft import set_peft_model_state_dict
+
+            state = load_file(str(folder / ADAPTER_DIR / "adapter_model.safetensors"), device=str(self.device))
+            result = set_peft_model_state_dict(self.model, state)
+            unexpected = getattr(result, "unexpected_keys", [])
+            if unexpected:
+                raise ConfigError(f"checkpoint {folder} holds adapter weights this model lacks: {unexpected[:5]}.")
+        else:
+            files = sorted((folder / MODEL_DIR).glob("*.safetensors"))
+            if not files:
+                raise ConfigError(f"checkpoint {folder} has no model weights (*.safetensors in {MODEL_DIR}/).")
+            state: dict[str, Any] = {}
+            for file in files:
+                state.update(load_file(str(file), device=str(self.device)))
+            own = self.model.state_dict()
+            missing, unexpected = self.model.load_state_dict(state, strict=False)
+            loaded_ptrs = {own[k].data_ptr() for k in state if k in own}
+            # Tied weights (lm_head = embeddings) are saved once; they are loaded through their twin.
+            untied = [k for k in missing if own[k].data_ptr() not in loaded_ptrs]
+            if untied or unexpected:
+                raise ConfigError(
+                    f"checkpoint {folder} does not match the model: missing {untied[:5]}, unexpected {unexpected[:5]}."
+                )
+        if self.value_head is not None:
+            state = load_file(str(folder / "value_head.safetensors"), device=str(self.device))
+            self.value_head.load_state_dict({k: v.to(torch.float32) for k, v in state.items()})
+
+    # -------------------------------------------------------------------------- generation
+    def generation(self) -> Generation:
+        return HFGeneration(self)
+
+
+class HFGeneration:
+    """Rollouts from the live model through the harness's ``hf`` agent (no weight copy)."""
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+
+    def sync(self) -> None:
+        """Nothing to do: the agent samples from the very tensors the optimizer updates."""
+
+    def agent(self, *, temperature: float, top_p: float, seed: int, name: str) -> Any:
+        from envgym.rollout.specs import make_agent
+
+        cfg = self.policy.config
+        return make_agent(
+            "hf",
+            seed=seed,
+            # The base model: with LoRA its layers already carry the adapters, and unlike the peft
+            # wrapper its forward accepts logits_to_keep (no full-vocabulary logits over the prompt).
+            model_obj=self.policy.base_model,
+            tokenizer=self.policy.tokenizer,
+            temperature=temperature,
+            top_p=top_p,
+            max_new_tokens=cfg.max_new_tokens,
+            batch_size=cfg.generation_batch_size,
+            name=name,
+        )
+
+
+def _apply_lora(model: Any, config: TrainConfig) -> Any:
+    try:
+        import peft
+    except ImportError as err:
+        raise MissingDependencyError("peft", "train", "LoRA training (lora=...)") from err
+    lora = dict(config.lora or {})
+    lora_config = peft.LoraConfig(
+        r=int(lora["r"]),
+        lora_alpha=float(lora["alpha"]),
+        lora_dropout=float(lora["dropout"]),
+        target_modules=lora["target_modules"],
+        bias="none",
+        task_type="CAUSAL_LM",
+    )
+    try:
+        return peft.get_peft_model(model, lora_config)
+    except ValueError as err:
+        raise ConfigError(f"cannot add LoRA adapters with {lora!r} to {config.model!r}: {err}") from err
+
+
+def load_policy(config: TrainConfig, *, model: Any = None, tokenizer: Any = None) -> Policy:
+    """Build the policy of ``config``: load (or take) the model, add LoRA, the value head and the
+    reference. The global torch RNG must be seeded first (LoRA's initialisation draws from it).
+
+    Args:
+        config: the run configuration.
+        model: a live transformers causal LM to train instead of loading ``config.model``.
+        tokenizer: its tokenizer (required with ``model``).
+    """
+    torch = _torch()
+    device, dtype = resolve_device_dtype(config)
+    if model is not None:
+        if tokenizer is None:
+            raise ConfigError("load_policy(model=...) needs the model's tokenizer too.")
+        model.to(device)
+    elif config.model == "tiny":
+        from envgym.models import tiny_causal_lm
+
+        model, tokenizer = tiny_causal_lm(seed=config.seed, device=device, dtype=dtype)
+    else:
+        from envgym.models import load_causal_lm
+
+        model, tokenizer = load_causal_lm(os.path.expanduser(config.model), device=device, dtype=dtype)
+    model.config.use_cache = False
+    if config.gradient_checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    if config.lora is not None:
+        model = _apply_lora(model, config)
+    else:
+        for p in model.parameters():
+            p.requires_grad_(True)
+    model.train()
+    del torch
+    return Policy(model, tokenizer, config, device=device)
