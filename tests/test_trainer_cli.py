@@ -1,5 +1,6 @@
 """``envgym train``: help from the config, defaults < file < flags, usage errors (exit 2), a real
-tiny run with its summary, resuming, and Ctrl-C (exit 130 with a resume hint)."""
+tiny run with its summary, resuming, and an abort (exit 130 with a resume hint). The graceful
+first Ctrl-C (a real SIGINT) is tested in ``test_trainer_stop.py``."""
 
 from __future__ import annotations
 
@@ -74,6 +75,10 @@ def test_defaults_file_and_flags(tmp_path: Path) -> None:
     assert shown["group_size"] == 8  # the default
     result = invoke("train", "--config", str(file), "--set", "kl_coef=0.1", "--show-config")
     assert json.loads(result.stdout)["kl_coef"] == 0.1
+    flags = ("--task-pool", "16", "--set", "task_filter=true", "--rollout-backend", "process", "--rollout-workers", "2")
+    shown = json.loads(invoke("train", "--config", str(file), *flags, "--show-config").stdout)
+    assert (shown["task_pool"], shown["task_filter"], shown["task_filter_groups"]) == (16, True, 2)
+    assert (shown["rollout_backend"], shown["rollout_workers"]) == ("process", 2)
 
 
 @pytest.mark.parametrize(
@@ -84,6 +89,8 @@ def test_defaults_file_and_flags(tmp_path: Path) -> None:
         (["--env", "envgym/FrozenLake-v0", "--set", "learning_rate=1"], "unknown training setting 'learning_rate'"),
         (["--env", "envgym/FrozenLake-v0", "--set", "nokey"], "expected key=value"),
         (["--env", "envgym/FrozenLake-v0", "--group-size", "1"], "group_size must be >= 2"),
+        (["--env", "envgym/FrozenLake-v0", "--set", "task_filter=true"], "it needs task_pool=N"),
+        (["--env", "envgym/FrozenLake-v0", "--rollout-backend", "procs"], "Did you mean 'process'"),
         (["--env", "envgym/FrozenLak-v0", "--model", "tiny"], "FrozenLake"),
         (["--env", "envgym/FrozenLake-v0", "--kwargs", "colour=red", "--model", "tiny"], "colour"),
     ],

@@ -1,4 +1,5 @@
-"""Curricula: horizon stages, the difficulty ladder and the task filter, with checkpoint round trips."""
+"""Curricula: horizon stages, the difficulty ladder, the task filter (all outcomes or a window of
+recent groups) and the task pool, with checkpoint round trips."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import pytest
 
 from envgym.errors import ConfigError
-from envgym.trainer.curriculum import DifficultyController, HorizonSchedule, TaskFilter
+from envgym.trainer.curriculum import DifficultyController, HorizonSchedule, TaskFilter, TaskPool
 
 
 def roundtrip(state: dict) -> dict:
@@ -219,6 +220,85 @@ def test_task_filter_rejects_bad_input() -> None:
     with pytest.raises(ConfigError, match="pairs"):
         tasks.record_many(["a"])
     assert tasks.stats()["tasks"] == 0  # nothing half-recorded
+
+
+def test_task_filter_window_judges_the_last_groups_only() -> None:
+    tasks = TaskFilter(min_attempts=1, window=2)
+    tasks.record("a", [True, False])  # mixed
+    tasks.record("a", [True, True])
+    assert tasks.is_active("a") and tasks.counts("a") == (3, 4)  # the window still holds the mixed group
+    tasks.record("a", [True, True, True])
+    assert not tasks.is_active("a") and tasks.counts("a") == (5, 5)  # the last two groups: all solved
+    tasks.record("b", [False, False])
+    assert tasks.is_active("b")  # one group < window
+    tasks.record("b", [])  # a group whose episodes all failed to run counts as a group without outcomes
+    tasks.record("b", [False])
+    assert not tasks.is_active("b") and tasks.counts("b") == (0, 1)
+    # Without a window the mixed first group would keep "a" active for ever.
+    cumulative = TaskFilter(min_attempts=1)
+    for group in ([True, False], [True, True], [True, True, True]):
+        cumulative.record("a", group)
+    assert cumulative.is_active("a")
+    stats = tasks.stats()
+    assert (stats["always_solved"], stats["never_solved"], stats["attempts"]) == (1, 1, 10)
+    restored = TaskFilter()
+    restored.load_state_dict(roundtrip(tasks.state_dict()))
+    assert restored.window == 2 and restored.counts("a") == (5, 5) and not restored.is_active("b")
+    restored.record("a", [False])  # the window slides exactly as in the original
+    tasks.record("a", [False])
+    assert restored.is_active("a") == tasks.is_active("a") is True
+    with pytest.raises(ConfigError, match="window must be an integer >= 1"):
+        TaskFilter(window=0)
+
+
+# ---------------------------------------------------------------------------------- task pool
+def test_task_pool_plays_every_task_once_per_pass_in_a_seeded_order() -> None:
+    pool = TaskPool(list(range(10, 16)), seed=3)
+    first, second = pool.draw(6), pool.draw(6)
+    assert sorted(first) == sorted(second) == list(range(10, 16))
+    assert first != second  # a new order every pass (fixed by the seed)
+    assert pool.passes == 2
+    again = TaskPool(list(range(10, 16)), seed=3)
+    assert again.draw(4) + again.draw(2) + again.draw(6) == first + second  # however a pass is cut
+    other = TaskPool(list(range(10, 16)), seed=4).draw(6)
+    assert sorted(other) == sorted(first) and other != first
+
+
+def test_task_pool_exclude_defers_and_drop_retires() -> None:
+    pool = TaskPool([0, 1, 2, 3], seed=0)
+    order = TaskPool([0, 1, 2, 3], seed=0).draw(4)
+    got = pool.draw(2, exclude={order[0]})
+    assert got == order[1:3]  # the excluded seed keeps its turn...
+    assert pool.draw(1) == [order[0]]  # ...and comes first next time
+    pool.drop(order[3], update=5)
+    assert pool.dropped == {order[3]: 5} and order[3] not in pool.active
+    assert all(order[3] not in pool.draw(3) for _ in range(4))  # never drawn again
+    assert len(pool.draw(10)) == 3
+    assert pool.draw(2, exclude=set(pool.active)) == []  # nothing left to give
+    with pytest.raises(ConfigError, match="not in the task pool"):
+        pool.drop(99, update=1)
+
+
+def test_task_pool_state_roundtrip_continues_the_same_sequence() -> None:
+    pool = TaskPool(list(range(7)), seed=1)
+    pool.draw(5)
+    pool.draw(2, exclude={pool.draw(1)[0]})
+    pool.drop(4, update=2)
+    restored = TaskPool(list(range(7)), seed=1)
+    restored.load_state_dict(roundtrip(pool.state_dict()))
+    assert restored.dropped == {4: 2} and restored.passes == pool.passes
+    assert [restored.draw(3) for _ in range(5)] == [pool.draw(3) for _ in range(5)]
+    with pytest.raises(ConfigError, match="resume with the same task_pool"):
+        TaskPool(list(range(8)), seed=1).load_state_dict(pool.state_dict())
+
+
+@pytest.mark.parametrize(
+    ("seeds", "message"),
+    [([], "non-empty list"), ([1, 1], "distinct integers"), (["a"], "distinct integers"), ("12", "non-empty list")],
+)
+def test_task_pool_rejects_bad_seeds(seeds: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        TaskPool(seeds)  # type: ignore[arg-type]
 
 
 def test_curriculum_module_does_not_import_torch() -> None:

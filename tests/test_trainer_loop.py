@@ -386,6 +386,17 @@ def test_dynamic_sampling_and_curricula(tmp_path: Path) -> None:
         ({"env_id": ""}, r"env_id must be a registered environment id"),
         ({"temperature": 0}, r"temperature must be a number > 0"),
         ({"prompt": {"history": "all"}}, r"history must be one of"),
+        ({"task_filter": True}, r"task_filter drops tasks from a fixed pool; it needs task_pool=N"),
+        ({"task_pool": 3, "groups_per_update": 4}, r"task_pool \(3\) must hold at least groups_per_update \(4\)"),
+        ({"task_pool": 0}, r"task_pool must be an integer >= 1 or None"),
+        (
+            {"task_pool": 8, "task_filter": True, "difficulty": {"levels": [1, 2]}},
+            r"task_filter judges each pool seed .* use one or the other",
+        ),
+        ({"task_pool": 8, "task_filter": True, "task_filter_groups": 0}, r"task_filter_groups must be an integer >= 1"),
+        ({"rollout_backend": "procs"}, r"rollout_backend must be one of .* Did you mean 'process'\?"),
+        ({"rollout_workers": 2}, r"rollout_workers=2 needs rollout_backend='process' or 'ray'"),
+        ({"rollout_backend": "process", "rollout_workers": 0}, r"rollout_workers must be an integer >= 1"),
     ],
 )
 def test_config_errors(changes: dict[str, Any], message: str) -> None:
@@ -437,3 +448,67 @@ def test_import_is_light() -> None:
     code = "import sys, envgym.trainer; from envgym.trainer import TrainConfig; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+# ----------------------------------------------------------------------------- temperature
+@pytest.mark.parametrize("top_p", [1.0, 0.8])
+def test_first_epoch_ratio_is_one_at_the_sampling_temperature(tmp_path: Path, top_p: float) -> None:
+    """Rollouts at temperature 0.7: the loss's log-probs are those of logits / 0.7 and the old ones
+    the recorded ones at 0.7 (recomputed when top-p truncated the records), so before the first
+    optimizer step every importance ratio is 1 (fp32, up to the rounding of batched decoding)."""
+    from envgym.trainer.batch import collect
+
+    cfg = config(
+        tmp_path, temperature=0.7, top_p=top_p, ppo_epochs=1, max_new_tokens=4, env_kwargs={"turns": 2}, max_turns=3
+    )
+    trainer = Trainer(cfg)
+    trainer._check_envs()
+    trainer._open_folder()
+    trainer._build()
+    trajectories = trainer._rollout(1, 1, [0, 1, 2, 3], trainer._env(), 3)
+    turns = [turn for t in trajectories for turn in t.turns]
+    assert all(turn.extra["sampling"]["temperature"] == 0.7 for turn in turns)
+    collected = collect(trajectories, group_key=lambda t: t.seed, temperature=0.7)
+    assert all(s.logprobs_match for s in collected.samples) == (top_p == 1.0)
+    assert len(collected.samples) == 64 and sum(len(s.completion_ids) for s in collected.samples) > 128
+    batch = trainer._make_batch(collected)
+    mask = batch.loss_mask.bool()
+    with torch.no_grad():
+        current = trainer.policy.forward(batch).logprobs
+    ratio = (current - batch.old_logprobs)[mask].exp()
+    assert (ratio - 1).abs().max() < 1e-4
+    if top_p == 1.0:  # the old log-probs are the recorded sampling ones, as recorded
+        recorded = torch.tensor([lp for t in turns for lp in t.extra["sampling_logprobs"]])
+        assert torch.equal(torch.sort(batch.old_logprobs[mask]).values, torch.sort(recorded).values)
+    # The temperature-1 records (Turn.logprobs) are another distribution: far from ratio 1.
+    at_one = torch.tensor([lp for t in turns for lp in t.logprobs])
+    assert (torch.sort(at_one).values - torch.sort(batch.old_logprobs[mask]).values).abs().max() > 0.05
+
+    row = trainer._update(1)  # one optimizer step: its ratio statistics come before the step
+    assert abs(row["policy/ratio_mean"] - 1) < 1e-4 and abs(row["policy/ratio_max"] - 1) < 1e-4
+    assert abs(row["policy/approx_kl"]) < 1e-8 and row["policy/clip_fraction"] == 0
+
+
+# ----------------------------------------------------------------------------- zero-advantage skip
+def test_sequences_with_zero_advantage_are_skipped_without_changing_the_update(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the policy loss alone, sequences whose advantages are all 0 add exactly 0 to the
+    gradient: leaving them out of the passes gives the same weights (to float rounding), and the
+    metrics count them. Later updates of this run have all-success groups (zero variance)."""
+    from envgym.trainer import loop
+
+    def run(folder: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        trainer = Trainer(config(tmp_path / folder, updates=6, ppo_epochs=2, micro_batch_size=4))
+        result = trainer.train()
+        return result.rows, snapshot(trainer.policy.named_trainable_parameters())
+
+    rows, weights = run("skip")
+    skipped = [row["batch/skipped_zero_advantage"] for row in rows if "batch/skipped_zero_advantage" in row]
+    assert sum(skipped) > 0, skipped  # some groups had no reward variance
+    monkeypatch.setattr(loop, "_active_rows", lambda batch: list(range(len(batch))))
+    rows_all, weights_all = run("all")
+    assert all(row.get("batch/skipped_zero_advantage", 0) == 0 for row in rows_all)
+    for name, value in weights.items():
+        assert torch.allclose(value, weights_all[name], atol=1e-5, rtol=1e-4), name
+    assert [r["episode/return"] for r in rows] == [r["episode/return"] for r in rows_all]

@@ -1,7 +1,15 @@
-"""``envgym train``: train a policy with RL on an environment (see :mod:`envgym.trainer`)."""
+"""``envgym train``: train a policy with RL on an environment (see :mod:`envgym.trainer`).
+
+The first Ctrl-C asks the trainer to stop cleanly (the update under way is finished or
+abandoned, the last completed update checkpointed, ``report.md`` written; exit 130 with the
+resume command); a second Ctrl-C aborts at once (exit 130, the newest periodic checkpoint kept).
+Under ``torchrun --nproc_per_node=N -m envgym.cli train ...`` every rank runs this command and
+only rank 0 prints.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -80,6 +88,9 @@ def train_command(
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
     device: Annotated[str | None, typer.Option("--device", help=_help("device"))] = None,
     out: Annotated[str | None, typer.Option("--out", "-o", help=_help("out"))] = None,
+    task_pool: Annotated[int | None, typer.Option("--task-pool", help=_help("task_pool"))] = None,
+    rollout_backend: Annotated[str | None, typer.Option("--rollout-backend", help=_help("rollout_backend"))] = None,
+    rollout_workers: Annotated[int | None, typer.Option("--rollout-workers", help=_help("rollout_workers"))] = None,
     kwargs: Annotated[
         list[str] | None,
         typer.Option("--kwargs", help="Environment argument KEY=VALUE (JSON values), repeatable: env_kwargs."),
@@ -121,6 +132,9 @@ def train_command(
         "seed": seed,
         "device": device,
         "out": out,
+        "task_pool": task_pool,
+        "rollout_backend": rollout_backend,
+        "rollout_workers": rollout_workers,
     }
     data.update(overrides)
     data.update({k: v for k, v in flags.items() if v is not None})
@@ -138,39 +152,57 @@ def train_command(
 
 
 def _train(config: Any, *, as_json: bool) -> None:
-    from envgym.trainer.loop import Trainer
+    from envgym.trainer.distributed import world_from_env
+    from envgym.trainer.loop import Trainer, stop_on_sigint
 
     console = err_console()
     run_dir = config.out_dir
+    rank, world, _ = world_from_env()
+    main = rank == 0  # under torchrun only rank 0 reports; the others stay quiet
+    resume_hint = f"  envgym train --config {run_dir / 'config.json'} --out {run_dir}"
 
     def on_update(row: dict[str, Any]) -> None:
-        console.print(escape(_progress_line(row, config.updates)), soft_wrap=True, highlight=False)
+        if main:
+            console.print(escape(_progress_line(row, config.updates)), soft_wrap=True, highlight=False)
 
     def on_event(message: str) -> None:
-        if message.startswith(("resuming", "stopped", "checkpoint")):
+        if main and (message.startswith(("resuming", "stopped", "checkpoint")) or "abandoned" in message):
             console.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
 
-    console.print(
-        f"training {config.model} on {config.env_id} with {config.algo}: {config.updates} updates of "
-        f"{config.groups_per_update} x {config.group_size} episodes -> {run_dir}",
-        soft_wrap=True,
-        highlight=False,
-    )
+    def on_first_ctrl_c() -> None:
+        # Runs inside the signal handler: a raw write cannot collide with a print under way.
+        os.write(
+            2,
+            b"\nstopping: the update under way is finished or abandoned, then the last completed update is "
+            b"checkpointed (Ctrl-C again aborts at once)\n",
+        )
+
+    if main:
+        console.print(
+            f"training {config.model} on {config.env_id} with {config.algo}: {config.updates} updates of "
+            f"{config.groups_per_update} x {config.group_size} episodes -> {run_dir}"
+            + (f" ({world} data-parallel processes)" if world > 1 else ""),
+            soft_wrap=True,
+            highlight=False,
+        )
     trainer = Trainer(config, on_update=on_update, on_event=on_event)
     try:
-        result = trainer.train()
+        with stop_on_sigint(trainer, notify=on_first_ctrl_c):
+            result = trainer.train()
     except KeyboardInterrupt:
         from envgym.trainer.checkpoint import list_checkpoints
 
         done = list_checkpoints(run_dir)
         kept = f"update {done[-1][0]}" if done else "nothing yet (no checkpoint)"
-        console.print(
-            f"\ninterrupted. Kept up to the newest checkpoint: {kept}. Resume with:\n"
-            f"  envgym train --config {run_dir / 'config.json'} --out {run_dir}",
-            soft_wrap=True,
-            highlight=False,
-        )
+        if main:
+            console.print(
+                f"\ninterrupted. Kept up to the newest checkpoint: {kept}. Resume with:\n{resume_hint}",
+                soft_wrap=True,
+                highlight=False,
+            )
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    if not main:
+        raise typer.Exit(EXIT_INTERRUPTED if result.stopped else 0)
     last = result.rows[-1] if result.rows else {}
     summary = {
         "out": str(result.out),
@@ -182,10 +214,21 @@ def _train(config: Any, *, as_json: bool) -> None:
         "updates": config.updates,
         "checkpoint": str(result.checkpoint) if result.checkpoint else None,
         "report": str(result.report) if result.report else None,
+        "stopped": result.stopped,
         "last": {k: v for k, v in last.items() if k != "time"},
     }
+    if result.stopped:
+        kept = f"update {result.final_update}" if result.final_update else "nothing yet"
+        console.print(
+            f"stopped. Kept up to {kept} (checkpoint {result.checkpoint or '-'}; report {result.report or '-'}). "
+            f"Resume with:\n{resume_hint}",
+            soft_wrap=True,
+            highlight=False,
+        )
     if as_json:
         echo_json(summary)
+        if result.stopped:
+            raise typer.Exit(EXIT_INTERRUPTED)
         return
     if result.start_update >= config.updates:
         console.print(f"{run_dir} already holds {result.start_update} updates; raise --updates to train further.")
@@ -200,3 +243,5 @@ def _train(config: Any, *, as_json: bool) -> None:
     table.add_row("checkpoint", str(result.checkpoint) if result.checkpoint else "-")
     table.add_row("report", str(result.report) if result.report else "-")
     out_console().print(table)
+    if result.stopped:
+        raise typer.Exit(EXIT_INTERRUPTED)

@@ -3,8 +3,19 @@
 Every agent turn becomes one training sequence: ``prompt_token_ids + token_ids`` exactly as
 recorded by the agent (the text is never tokenised again). The loss mask is 1 on the completion
 tokens only, so the prompt (the environment's text, the system prompt and the history) carries
-no loss. The recorded per-token ``logprobs`` are the old log-probabilities of the importance
+no loss. The recorded per-token log-probs are the old log-probabilities of the importance
 ratio, and the turn's advantage is broadcast to its completion tokens.
+
+**Which recorded log-probs.** The trained policy at sampling temperature ``T`` is
+``softmax(logits / T)`` (as in verl); top-p / top-k truncation is a sampling device, not part of
+the policy. The ``hf`` agent records two lists per turn: ``Turn.logprobs`` (``log_softmax(logits)``,
+``T = 1``, never truncated) and ``Turn.extra["sampling_logprobs"]`` (``log_softmax(logits / T)``
+restricted to the top-p / top-k set and renormalised), with ``extra["sampling"]`` naming ``T``,
+``top_p`` and ``top_k``. :func:`collect` (with the run's ``temperature``) takes ``Turn.logprobs`` at
+``T = 1`` and the sampling log-probs at ``T != 1`` when nothing truncated them; when they were
+truncated (``top_p < 1``) neither list is the policy's, and the sample is flagged
+(``TurnSample.logprobs_match = False``) so the trainer recomputes its old log-probs with one
+forward pass before the update.
 
 Sequences are right-padded into ``[N, L]`` tensors. Per-token tensors are aligned with
 ``input_ids``: position ``t`` holds the quantity of token ``t`` (predicted from the tokens
@@ -17,6 +28,7 @@ log-probs, no prompt ids or an empty completion.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +36,7 @@ from typing import Any
 from envgym.errors import ConfigError
 from envgym.rollout.records import Trajectory, Turn
 
-__all__ = ["Collected", "TrainBatch", "TurnSample", "build_batch", "collect"]
+__all__ = ["Collected", "TrainBatch", "TurnSample", "build_batch", "collect", "policy_logprobs"]
 
 
 @dataclass(slots=True)
@@ -37,8 +49,10 @@ class TurnSample:
         group: the episode's group key (episodes of one group share a task seed).
         prompt_ids: the prompt token ids as fed to the model.
         completion_ids: the sampled completion token ids.
-        logprobs: the recorded log-probability of each completion token.
+        logprobs: the recorded log-probability of each completion token (see the module docstring).
         reward: the turn's scalar reward.
+        logprobs_match: whether ``logprobs`` are the policy's at the training temperature; when
+            ``False`` they are a placeholder the trainer replaces by recomputed ones.
     """
 
     episode: int
@@ -48,6 +62,7 @@ class TurnSample:
     completion_ids: list[int]
     logprobs: list[float]
     reward: float
+    logprobs_match: bool = True
 
     @property
     def length(self) -> int:
@@ -80,12 +95,37 @@ def _trainable(turn: Turn) -> bool:
     return bool(ids) and bool(prompt) and logprobs is not None and len(logprobs) == len(ids)
 
 
-def collect(trajectories: Sequence[Trajectory], *, group_key: Any = None) -> Collected:
+def policy_logprobs(turn: Turn, temperature: float = 1.0) -> list[float] | None:
+    """The recorded log-probs of ``turn``'s completion under the untruncated policy at
+    ``temperature`` (``log_softmax(logits / temperature)``), or ``None`` when the record has none.
+
+    At temperature 1 that is ``Turn.logprobs``; otherwise ``extra["sampling_logprobs"]`` when
+    ``extra["sampling"]`` says they were drawn at this temperature without top-p / top-k truncation.
+    """
+    if turn.logprobs is None:
+        return None
+    if temperature == 1.0:
+        return [float(lp) for lp in turn.logprobs]
+    extra = turn.extra if isinstance(turn.extra, dict) else {}
+    sampling, values = extra.get("sampling"), extra.get("sampling_logprobs")
+    if not isinstance(sampling, dict) or not isinstance(values, list) or len(values) != len(turn.logprobs):
+        return None
+    used = sampling.get("temperature")
+    if not isinstance(used, (int, float)) or not math.isclose(float(used), temperature, rel_tol=1e-9, abs_tol=0.0):
+        return None
+    if float(sampling.get("top_p", 1.0) or 1.0) < 1.0 or int(sampling.get("top_k", 0) or 0) > 0:
+        return None
+    return [float(lp) for lp in values]
+
+
+def collect(trajectories: Sequence[Trajectory], *, group_key: Any = None, temperature: float = 1.0) -> Collected:
     """Keep the trainable episodes and turns of ``trajectories`` (see the module docstring).
 
     Args:
         trajectories: recorded episodes.
         group_key: ``f(trajectory) -> int`` giving each episode's group; default its ``group``.
+        temperature: the sampling temperature of the policy being trained: it picks which recorded
+            log-probs are the old ones (:func:`policy_logprobs`).
     """
     out = Collected()
     key = group_key or (lambda t: t.group)
@@ -102,6 +142,7 @@ def collect(trajectories: Sequence[Trajectory], *, group_key: Any = None) -> Col
                 positions.append(None)
                 continue
             positions.append(len(out.samples))
+            old = policy_logprobs(turn, temperature)
             out.samples.append(
                 TurnSample(
                     episode=episode,
@@ -109,8 +150,9 @@ def collect(trajectories: Sequence[Trajectory], *, group_key: Any = None) -> Col
                     group=int(key(traj)),
                     prompt_ids=[int(i) for i in turn.prompt_token_ids or ()],
                     completion_ids=[int(i) for i in turn.token_ids or ()],
-                    logprobs=[float(lp) for lp in turn.logprobs or ()],
+                    logprobs=old if old is not None else [float(lp) for lp in turn.logprobs or ()],
                     reward=float(turn.reward),
+                    logprobs_match=old is not None,
                 )
             )
         out.turn_index.append(positions)

@@ -6,7 +6,8 @@ A checkpoint is a folder ``<run>/checkpoints/update-NNNNNN/`` holding
   ``envgym run --agent hf:<folder>``) or ``adapter/`` (LoRA: a peft adapter folder);
 * ``value_head.safetensors`` (PPO);
 * ``optimizer.pt``: the optimizer state and the torch RNG states (CPU and CUDA);
-* ``state.json``: the update counter, the next task seed, the curricula's state, the Python RNG
+* ``state.json``: the update counter, the next task seed, the curricula's state, the task pool
+  (its place in the order and the dropped tasks) and the task filter's counts, the Python RNG
   state and the resolved config;
 * ``COMPLETE``: written last. A folder without it (a crash while saving) is ignored and removed.
 

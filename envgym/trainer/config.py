@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from envgym.errors import ConfigError, suggest
+from envgym.rollout.pools import BACKENDS as ROLLOUT_BACKENDS
 from envgym.rollout.prompting import PromptConfig
 from envgym.rollout.records import json_safe
 
@@ -28,6 +29,7 @@ __all__ = [
     "DTYPES",
     "RESUMABLE_CHANGES",
     "REWARD_NORMS",
+    "ROLLOUT_BACKENDS",
     "TrainConfig",
     "field_help",
 ]
@@ -48,8 +50,11 @@ AGGREGATIONS: tuple[str, ...] = (
 DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 #: KL estimators of :func:`envgym.trainer.losses.kl_penalty`.
 KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
-#: Fields that may change when a run resumes: they do not change what is learned.
-RESUMABLE_CHANGES: frozenset[str] = frozenset({"updates", "checkpoint_every", "keep_checkpoints", "tensorboard", "out"})
+#: Fields that may change when a run resumes: they do not change what is learned (the rollout
+#: backend and its workers only move where the environments step; episodes stay the same).
+RESUMABLE_CHANGES: frozenset[str] = frozenset(
+    {"updates", "checkpoint_every", "keep_checkpoints", "tensorboard", "out", "rollout_backend", "rollout_workers"}
+)
 #: Keys a ``lora`` mapping may hold.
 LORA_KEYS: tuple[str, ...] = ("r", "alpha", "dropout", "target_modules")
 #: Keys a ``difficulty`` mapping may hold.
@@ -165,17 +170,57 @@ class TrainConfig:
             "(default 32)}."
         ),
     )
+    task_pool: int | None = field(
+        default=None,
+        metadata=_help(
+            "None: every update plays fresh task seeds. N: the training tasks are N fixed seeds, played in a seeded "
+            "random order, a new order each pass over the pool (N >= groups_per_update: an update never plays a "
+            "task twice)."
+        ),
+    )
+    task_filter: bool = field(
+        default=False,
+        metadata=_help(
+            "With task_pool: drop a task once its last task_filter_groups groups were all solved or all failed "
+            "(no group-relative signal). The pool never shrinks below groups_per_update tasks: a task that would "
+            "take it lower stays and is judged again after its next group."
+        ),
+    )
+    task_filter_groups: int = field(
+        default=2, metadata=_help("Task filter: the most recent groups of a task it is judged on (>= 1).")
+    )
     prompt: PromptConfig = field(
         default_factory=PromptConfig,
         metadata=_help("Prompting options (history, last_k, system_prompt, action_tags...): see PromptConfig."),
     )
     # -- generation ------------------------------------------------------------------------------
-    temperature: float = field(default=1.0, metadata=_help("Sampling temperature of training rollouts (> 0)."))
-    top_p: float = field(default=1.0, metadata=_help("Nucleus sampling mass of training rollouts, in (0, 1]."))
+    temperature: float = field(
+        default=1.0,
+        metadata=_help(
+            "Sampling temperature of training rollouts (> 0); the loss uses the policy at this temperature "
+            "(log-probs of logits / temperature)."
+        ),
+    )
+    top_p: float = field(
+        default=1.0,
+        metadata=_help(
+            "Nucleus sampling mass of training rollouts, in (0, 1]; a sampling device, not part of the trained policy."
+        ),
+    )
     max_new_tokens: int = field(default=128, metadata=_help("Most tokens per reply."))
     generation_batch_size: int = field(default=32, metadata=_help("Most episodes per generation forward pass."))
     num_envs: int | None = field(
         default=None, metadata=_help("Environments played at once; None: every episode of a rollout round.")
+    )
+    rollout_backend: str = field(
+        default="inproc",
+        metadata=_help(
+            "Where the environments step: inproc (this process), process (a worker pool) or ray (Ray actors); the "
+            "policy always generates in the trainer's process."
+        ),
+    )
+    rollout_workers: int = field(
+        default=1, metadata=_help("Worker processes or Ray actors of the process and ray rollout backends.")
     )
     # -- model -----------------------------------------------------------------------------------
     lora: Mapping[str, Any] | None = field(
@@ -242,6 +287,8 @@ class TrainConfig:
             "generation_batch_size",
             "eval_episodes",
             "keep_checkpoints",
+            "task_filter_groups",
+            "rollout_workers",
         ):
             _int(name, getattr(self, name), minimum=1)
         for name in ("max_refill_rounds", "eval_every", "checkpoint_every"):
@@ -249,6 +296,18 @@ class TrainConfig:
         _int("seed", self.seed, minimum=None)
         _int("max_turns", self.max_turns, minimum=1, optional=True)
         _int("num_envs", self.num_envs, minimum=1, optional=True)
+        _int("task_pool", self.task_pool, minimum=1, optional=True)
+        if self.task_pool is not None and self.task_pool < self.groups_per_update:
+            raise ConfigError(
+                f"task_pool ({self.task_pool}) must hold at least groups_per_update ({self.groups_per_update}) tasks: "
+                "the groups of an update play distinct tasks. Raise task_pool or lower groups_per_update."
+            )
+        _choice("rollout_backend", self.rollout_backend, ROLLOUT_BACKENDS)
+        if self.rollout_backend == "inproc" and self.rollout_workers != 1:
+            raise ConfigError(
+                f"rollout_workers={self.rollout_workers} needs rollout_backend='process' or 'ray' (inproc steps the "
+                "environments in this process)."
+            )
         if self.algo in ("grpo", "dr_grpo", "rloo", "gigpo") and self.group_size < 2:
             raise ConfigError(
                 f"algo={self.algo!r} compares the episodes of a group, so group_size must be >= 2, got "
@@ -288,7 +347,7 @@ class TrainConfig:
         _choice("dtype", self.dtype, DTYPES)
         if not isinstance(self.device, str) or not _DEVICE.match(self.device):
             raise ConfigError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}.")
-        for name in ("dynamic_sampling", "gradient_checkpointing"):
+        for name in ("dynamic_sampling", "gradient_checkpointing", "task_filter"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
         if self.tensorboard is not None and not isinstance(self.tensorboard, bool):
@@ -302,6 +361,16 @@ class TrainConfig:
         object.__setattr__(self, "horizon", _check_horizon(self.horizon))
         object.__setattr__(self, "lora", _check_lora(self.lora))
         object.__setattr__(self, "difficulty", _check_difficulty(self.difficulty, self.env_kwargs))
+        if self.task_filter and self.task_pool is None:
+            raise ConfigError(
+                "task_filter drops tasks from a fixed pool; it needs task_pool=N (e.g. task_pool=64). Without a pool "
+                "every update plays fresh seeds, and there is nothing to drop."
+            )
+        if self.task_filter and self.difficulty is not None:
+            raise ConfigError(
+                "task_filter judges each pool seed by its outcomes, but a difficulty ladder changes the task a seed "
+                "gives; use one or the other."
+            )
 
     # ------------------------------------------------------------------------------ derived
     @property

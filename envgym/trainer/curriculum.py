@@ -8,19 +8,25 @@ Plain Python (no torch). Each class is deterministic and keeps its whole state i
 - :class:`DifficultyController` moves one environment up and down an ordered ladder of levels
   so that the success rate stays in a target band (as in SCALER): tasks the policy always or
   never solves carry no group-relative learning signal.
-- :class:`TaskFilter` stops sampling individual tasks that are always or never solved.
+- :class:`TaskFilter` stops sampling individual tasks that are always or never solved, over all
+  their outcomes or (``window``) over their last few groups only.
+- :class:`TaskPool` is a finite set of task seeds played in a seeded random order, pass after
+  pass, from which the trainer drops the tasks its :class:`TaskFilter` retires.
 """
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
+import random
+from collections import deque
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 from envgym.errors import ConfigError
 
-__all__ = ["DifficultyController", "HorizonSchedule", "TaskFilter"]
+__all__ = ["DifficultyController", "HorizonSchedule", "TaskFilter", "TaskPool"]
 
 
 def _is_int(value: Any) -> bool:
@@ -328,16 +334,25 @@ class TaskFilter:
     group-relative methods a task whose group always gets the same reward yields zero advantages,
     so playing it again costs rollouts and teaches nothing.
 
+    With ``window=K`` only the outcomes of a task's last ``K`` :meth:`record` calls (its last
+    ``K`` groups, when each call records one group) count, and a task is judged only once it has
+    ``K`` of them: a task solved early and failed lately is judged on what the policy does now
+    (SCALER-style). Without a window every outcome since the start counts.
+
     Args:
-        min_attempts: attempts before a task may be retired (>= 1).
+        min_attempts: attempts (outcomes, inside the window when there is one) before a task
+            may be retired (>= 1).
+        window: judge tasks on their last ``window`` record() calls only; ``None``: on all.
     """
 
-    def __init__(self, *, min_attempts: int = 4) -> None:
+    def __init__(self, *, min_attempts: int = 4, window: int | None = None) -> None:
         self.min_attempts = _check_int("min_attempts", min_attempts, minimum=1)
+        self.window = None if window is None else _check_int("window", window, minimum=1)
         self._counts: dict[Hashable, list[int]] = {}
+        self._recent: dict[Hashable, deque[tuple[int, int]]] = {}
 
     def record(self, task_id: Hashable, successes: bool | Iterable[bool]) -> None:
-        """Record one outcome (a bool) or several (an iterable of bools) of task ``task_id``."""
+        """Record one outcome (a bool) or several (an iterable of bools: one group) of task ``task_id``."""
         try:
             hash(task_id)
         except TypeError as err:
@@ -351,6 +366,9 @@ class TaskFilter:
         counts = self._counts.setdefault(task_id, [0, 0])
         counts[0] += sum(outcomes)
         counts[1] += len(outcomes)
+        if self.window is not None:
+            recent = self._recent.setdefault(task_id, deque(maxlen=self.window))
+            recent.append((sum(outcomes), len(outcomes)))
 
     def record_many(self, results: Iterable[tuple[Hashable, bool]]) -> None:
         """Record ``(task_id, success)`` pairs, e.g. one per finished episode."""
@@ -360,12 +378,19 @@ class TaskFilter:
             self.record(item[0], item[1])
 
     def counts(self, task_id: Hashable) -> tuple[int, int]:
-        """``(successes, attempts)`` of a task (``(0, 0)`` when never recorded)."""
+        """``(successes, attempts)`` of a task (``(0, 0)`` when never recorded); inside the window
+        when there is one."""
+        if self.window is not None:
+            recent = self._recent.get(task_id, ())
+            return sum(s for s, _ in recent), sum(a for _, a in recent)
         successes, attempts = self._counts.get(task_id, (0, 0))
         return successes, attempts
 
     def is_active(self, task_id: Hashable) -> bool:
-        """False once the task has ``min_attempts`` attempts, all solved or all failed."""
+        """False once the task has ``min_attempts`` attempts (and, with a window, ``window``
+        recorded groups), all solved or all failed."""
+        if self.window is not None and len(self._recent.get(task_id, ())) < self.window:
+            return True
         successes, attempts = self.counts(task_id)
         if attempts < self.min_attempts:
             return True
@@ -377,14 +402,14 @@ class TaskFilter:
 
     def stats(self) -> dict[str, float]:
         """Counts over the recorded tasks: ``tasks``, ``active``, ``always_solved``, ``never_solved``,
-        ``attempts`` and ``success_rate`` (over all attempts; 0.0 before any)."""
+        ``attempts`` and ``success_rate`` (over all attempts, window or not; 0.0 before any)."""
         always = never = active = attempts = solved = 0
         for task_id, (s, a) in self._counts.items():
             attempts += a
             solved += s
             if self.is_active(task_id):
                 active += 1
-            elif s == a:
+            elif self.counts(task_id)[0] > 0:
                 always += 1
             else:
                 never += 1
@@ -398,10 +423,13 @@ class TaskFilter:
         }
 
     def state_dict(self) -> dict[str, Any]:
-        """``{"min_attempts": n, "tasks": [[task_id, successes, attempts], ...]}`` (keeps int ids ints in JSON)."""
+        """``{"min_attempts": n, "window": k, "tasks": [[task_id, successes, attempts], ...], "recent":
+        [[task_id, [[successes, attempts], ...]], ...]}`` (keeps int ids ints in JSON)."""
         return {
             "min_attempts": self.min_attempts,
+            "window": self.window,
             "tasks": [[task_id, s, a] for task_id, (s, a) in self._counts.items()],
+            "recent": [[task_id, [list(item) for item in recent]] for task_id, recent in self._recent.items()],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -418,11 +446,166 @@ class TaskFilter:
                 raise ConfigError(
                     f"saved tasks must be [task_id, successes, attempts] with 0 <= successes <= attempts, got {item!r}."
                 )
-            task_id = tuple(item[0]) if isinstance(item[0], list) else item[0]  # JSON turns tuples into lists
-            counts[task_id] = [int(item[1]), int(item[2])]
+            counts[_task_key(item[0])] = [int(item[1]), int(item[2])]
+        window = state.get("window")
+        window = None if window is None else _check_int("saved window", window, minimum=1)
+        recent: dict[Hashable, deque[tuple[int, int]]] = {}
+        for item in state.get("recent") or ():
+            if not isinstance(item, Sequence) or len(item) != 2 or window is None:
+                raise ConfigError(
+                    f"saved recent outcomes must be [task_id, [[successes, attempts], ...]], got {item!r}."
+                )
+            groups = deque(maxlen=window)
+            for pair in item[1]:
+                if not isinstance(pair, Sequence) or len(pair) != 2 or not all(_is_int(v) for v in pair):
+                    raise ConfigError(f"saved recent outcomes must be [successes, attempts] pairs, got {pair!r}.")
+                groups.append((int(pair[0]), int(pair[1])))
+            recent[_task_key(item[0])] = groups
         self.min_attempts = _check_int("saved min_attempts", state["min_attempts"], minimum=1)
+        self.window = window
         self._counts = counts
+        self._recent = recent
 
     def __repr__(self) -> str:
         stats = self.stats()
-        return f"TaskFilter(min_attempts={self.min_attempts}, tasks={stats['tasks']}, active={stats['active']})"
+        window = f", window={self.window}" if self.window is not None else ""
+        return f"TaskFilter(min_attempts={self.min_attempts}{window}, tasks={stats['tasks']}, active={stats['active']})"
+
+
+def _task_key(value: Any) -> Hashable:
+    return tuple(value) if isinstance(value, list) else value  # JSON turns tuples into lists
+
+
+# ---------------------------------------------------------------------------------- task pool
+class TaskPool:
+    """A finite set of task seeds, played in a seeded random order, one pass after another.
+
+    Pass ``c`` plays the seeds in an order shuffled by ``random.Random`` seeded from
+    ``(seed, c)``, so two pools with the same seeds and ``seed`` hand out the same sequence.
+    :meth:`draw` takes the next seeds of that sequence, skipping dropped tasks; a seed it must
+    not give now (``exclude``: already played in this update) keeps its place and comes first in
+    the next draw. :meth:`drop` retires a task for good.
+
+    Args:
+        seeds: the task seeds (distinct integers, at least one).
+        seed: the seed of the order.
+    """
+
+    def __init__(self, seeds: Sequence[int], *, seed: int = 0) -> None:
+        if isinstance(seeds, (str, bytes)) or not isinstance(seeds, Sequence) or not seeds:
+            raise ConfigError(f"seeds must be a non-empty list of task seeds, got {seeds!r}.")
+        if not all(_is_int(s) for s in seeds) or len(set(seeds)) != len(seeds):
+            raise ConfigError(f"seeds must be distinct integers, got {list(seeds)!r}.")
+        if not _is_int(seed):
+            raise ConfigError(f"seed must be an integer, got {seed!r}.")
+        self._seeds = [int(s) for s in seeds]
+        self.seed = int(seed)
+        self._pass = 0
+        self._position = 0
+        self._order = self._shuffled(0)
+        self._deferred: list[int] = []
+        self._dropped: dict[int, int] = {}
+
+    def _shuffled(self, number: int) -> list[int]:
+        order = list(self._seeds)
+        random.Random(f"envgym.taskpool:{self.seed}:{number}").shuffle(order)
+        return order
+
+    @property
+    def seeds(self) -> list[int]:
+        """Every seed of the pool, dropped ones included, in pool order."""
+        return list(self._seeds)
+
+    @property
+    def active(self) -> list[int]:
+        """The seeds not dropped, in pool order."""
+        return [s for s in self._seeds if s not in self._dropped]
+
+    @property
+    def dropped(self) -> dict[int, int]:
+        """Dropped seeds and the update that dropped each."""
+        return dict(self._dropped)
+
+    @property
+    def passes(self) -> int:
+        """Complete passes over the pool so far."""
+        return self._pass + (1 if self._position >= len(self._order) else 0)
+
+    def _next(self) -> int:
+        if self._position >= len(self._order):
+            self._pass += 1
+            self._position = 0
+            self._order = self._shuffled(self._pass)
+        value = self._order[self._position]
+        self._position += 1
+        return value
+
+    def draw(self, count: int, *, exclude: Iterable[int] = ()) -> list[int]:
+        """The next ``count`` active seeds not in ``exclude`` (fewer when the pool has no more)."""
+        count = _check_int("count", count, minimum=0)
+        banned = set(exclude)
+        active = set(self.active)
+        out: list[int] = []
+        if not (active - banned):
+            return out
+        old = collections.deque(self._deferred)
+        later: list[int] = []  # seeds met now that must wait (they keep their turn)
+        # Each active seed shows up in every pass, so two passes (plus the deferred ones) reach every
+        # seed that can be given.
+        budget = len(old) + 2 * len(self._seeds)
+        while len(out) < count and budget > 0:
+            budget -= 1
+            value = old.popleft() if old else self._next()
+            if value in self._dropped:
+                continue
+            if value in banned or value in out:
+                if value not in later:
+                    later.append(value)
+                continue
+            out.append(value)
+        rest = [v for v in old if v not in self._dropped]
+        self._deferred = rest + [v for v in later if v not in rest]
+        return out
+
+    def drop(self, task_seed: int, update: int) -> None:
+        """Retire ``task_seed`` (dropped at ``update``): it is never drawn again."""
+        if task_seed not in self._seeds:
+            raise ConfigError(f"seed {task_seed!r} is not in the task pool.")
+        self._dropped.setdefault(int(task_seed), int(update))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "seeds": list(self._seeds),
+            "seed": self.seed,
+            "pass": self._pass,
+            "position": self._position,
+            "deferred": list(self._deferred),
+            "dropped": [[s, u] for s, u in self._dropped.items()],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`'s output; the pool's seeds and order seed must be the same."""
+        state = _state_mapping(state, ["seeds", "seed", "pass", "position", "deferred", "dropped"], "TaskPool")
+        if list(state["seeds"]) != self._seeds or state["seed"] != self.seed:
+            raise ConfigError("the saved task pool has other seeds than this one; resume with the same task_pool.")
+        number = _check_int("saved pass", state["pass"], minimum=0)
+        position = _check_int("saved position", state["position"], minimum=0)
+        if position > len(self._seeds):
+            raise ConfigError(f"saved position must be at most {len(self._seeds)}, got {position}.")
+        known = set(self._seeds)
+        deferred = [int(v) for v in state["deferred"] if _is_int(v) and v in known]
+        dropped: dict[int, int] = {}
+        for item in state["dropped"]:
+            if (
+                not isinstance(item, Sequence)
+                or len(item) != 2
+                or not all(_is_int(v) for v in item)
+                or item[0] not in known
+            ):
+                raise ConfigError(f"saved dropped tasks must be [seed, update] pairs of pool seeds, got {item!r}.")
+            dropped[int(item[0])] = int(item[1])
+        self._pass, self._position, self._order = number, position, self._shuffled(number)
+        self._deferred, self._dropped = deferred, dropped
+
+    def __repr__(self) -> str:
+        return f"TaskPool({len(self._seeds)} seeds, {len(self._dropped)} dropped, pass {self._pass})"

@@ -2,10 +2,17 @@
 
 One update:
 
-1. **Rollout.** ``groups_per_update`` fresh task seeds, ``group_size`` episodes each, played by
-   the harness's :class:`~envgym.rollout.runner.Runner` in this process with an agent that
-   samples from the live policy (see :mod:`envgym.trainer.policy`). Each round is a run folder
-   under ``<run>/rollouts/`` (the trajectories are kept, token ids and log-probs included).
+1. **Rollout.** ``groups_per_update`` task seeds, ``group_size`` episodes each, played by the
+   harness's :class:`~envgym.rollout.runner.Runner` with an agent that samples from the live
+   policy in this process (see :mod:`envgym.trainer.policy`); the environments step in this
+   process or, with ``rollout_backend`` ``process`` / ``ray``, in ``rollout_workers`` worker
+   processes or Ray actors. Each round is a run folder under ``<run>/rollouts/`` (the
+   trajectories are kept, token ids and log-probs included). Task seeds are fresh every update,
+   or, with ``task_pool=N``, drawn from N fixed seeds in a seeded random order
+   (:class:`~envgym.trainer.curriculum.TaskPool`); with ``task_filter`` a pool task whose last
+   ``task_filter_groups`` groups were all solved or all failed is dropped (never below
+   ``groups_per_update`` tasks left: a task that would take the pool lower stays in and is judged
+   again after its next group; ``tasks/*`` metrics and the checkpoint record the drops).
    With ``dynamic_sampling`` the groups whose returns are all equal are dropped and fresh seeds
    are rolled out to refill the update, up to ``max_refill_rounds`` extra rounds.
 2. **Advantages.** Group-relative (GRPO, Dr. GRPO, RLOO, GDPO per reward component, GiGPO's
@@ -14,20 +21,40 @@ One update:
 3. **Optimisation.** ``ppo_epochs`` passes, each in ``minibatches`` optimizer steps, each step
    accumulating gradients over micro-batches of ``micro_batch_size`` sequences; the clipped
    policy loss, the KL penalty, the entropy bonus and the value loss come from
-   :mod:`envgym.trainer.losses`; the gradient norm is clipped; AdamW steps.
+   :mod:`envgym.trainer.losses`, all on the policy at the sampling temperature, with the old
+   log-probs recorded at that temperature (see :mod:`envgym.trainer.batch`); the gradient norm
+   is clipped; AdamW steps.
 4. **Bookkeeping.** One line of ``metrics.jsonl`` (see :mod:`envgym.trainer.metrics`), greedy
    evaluation on the held-out split every ``eval_every`` updates, a checkpoint every
    ``checkpoint_every`` updates and at the end, and ``report.md`` when the run ends.
 
 Running again into the same folder resumes from the newest checkpoint: the update counter,
-weights, optimizer, task seeds, curricula and RNG states are restored, updates after the
-checkpoint are played again (their partial records are replaced), and the metrics equal those
-of an uninterrupted run. A changed configuration is refused, except the fields in
-:data:`~envgym.trainer.config.RESUMABLE_CHANGES` (``updates`` may grow, for instance).
+weights, optimizer, task seeds, task pool and filter, curricula and RNG states are restored,
+updates after the checkpoint are played again (their partial records are replaced), and the
+metrics equal those of an uninterrupted run. A changed configuration is refused, except the
+fields in :data:`~envgym.trainer.config.RESUMABLE_CHANGES` (``updates`` may grow, for instance).
+
+**Stopping.** :meth:`Trainer.request_stop` (``envgym train`` calls it on the first Ctrl-C, see
+:func:`stop_on_sigint`; a second Ctrl-C aborts at once) ends the run cleanly: an update whose
+rollouts are under way is abandoned (its partial records removed, the task seeds, curricula and
+RNG states put back as they were before it), an update that is optimising finishes, and then the
+last completed update is checkpointed and ``report.md`` written. Resuming then gives the same
+results as a run that was never stopped.
+
+**Data parallel.** Under ``torchrun --nproc_per_node=N -m envgym.cli train ...`` every rank
+rolls out its own contiguous share of each round's groups (disjoint task seeds;
+``groups_per_update`` must divide by N), the model's gradients are all-reduced by
+``DistributedDataParallel``, the loss is normalised over the tokens (or sequences) of all ranks
+so an update equals the one-process update over the same groups, and rank 0 alone evaluates and
+writes metrics (reduced over the ranks), checkpoints and the report; see
+:mod:`envgym.trainer.distributed`. The ranks agree on stopping at the end of an update and
+before optimising (an interrupted rollout is not abandoned mid-way there).
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import datetime as _dt
 import hashlib
 import json
@@ -37,21 +64,26 @@ import os
 import platform
 import random
 import shutil
+import signal
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envgym.errors import ConfigError, EnvgymError
-from envgym.rollout.records import Trajectory
+from envgym.errors import ConfigError, EnvgymError, StopRun
+from envgym.rollout.agent import Agent, AgentInput, AgentOutput
+from envgym.rollout.records import Trajectory, Turn
 from envgym.trainer.batch import Collected, TrainBatch, build_batch, collect
-from envgym.trainer.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from envgym.trainer.checkpoint import CHECKPOINTS_DIR, latest_checkpoint, load_checkpoint, save_checkpoint
 from envgym.trainer.config import RESUMABLE_CHANGES, TrainConfig
+from envgym.trainer.distributed import Distributed
 from envgym.trainer.metrics import MetricsLog, episode_metrics
 
-__all__ = ["TrainResult", "Trainer", "train"]
+__all__ = ["TrainResult", "Trainer", "stop_on_sigint", "train"]
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +106,10 @@ class TrainResult:
             update-0 evaluation of a fresh run).
         start_update: updates already done when the session started (0 for a fresh run).
         final_update: updates done when it ended.
-        checkpoint: the newest checkpoint folder.
-        report: ``report.md`` (``None`` when it could not be written).
-        stopped: whether :meth:`Trainer.request_stop` ended the session early.
+        checkpoint: the newest checkpoint folder (rank 0 only under torchrun).
+        report: ``report.md`` (``None`` when it could not be written, and on ranks other than 0).
+        stopped: whether :meth:`Trainer.request_stop` ended the session before ``updates``.
+        abandoned: the update whose rollouts a stop request abandoned (played again on resume).
     """
 
     out: Path
@@ -86,6 +119,7 @@ class TrainResult:
     checkpoint: Path | None = None
     report: Path | None = None
     stopped: bool = False
+    abandoned: int | None = None
 
 
 def _now() -> str:
@@ -94,6 +128,94 @@ def _now() -> str:
 
 def _mix(*parts: object) -> int:
     return int.from_bytes(hashlib.blake2b(repr(parts).encode(), digest_size=8).digest(), "little") >> 1
+
+
+class _Abandoned(Exception):
+    """A stop request arrived before the update's optimisation began: the update is dropped."""
+
+
+class _StopCheck(Agent):
+    """Wraps the rollout agent: a pending stop request ends the rollout (``StopRun``) at the next
+    agent call, so a long rollout does not hold a Ctrl-C for minutes."""
+
+    def __init__(self, inner: Agent, stop: Callable[[], bool]) -> None:
+        self.inner = inner
+        self._stop = stop
+        self.name = inner.name
+        self.chat = inner.chat
+        self.wants_sample_action = inner.wants_sample_action
+
+    def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
+        if self._stop():
+            raise StopRun("training stop requested: the update's rollout is abandoned")
+        return self.inner.act(batch)
+
+    def start_episode(self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0) -> None:
+        self.inner.start_episode(episode_id, env_id, seed, member=member)
+
+    def end_episode(self, episode_id: str) -> None:
+        self.inner.end_episode(episode_id)
+
+    def reset(self) -> None:
+        self.inner.reset()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+@contextmanager
+def stop_on_sigint(trainer: Trainer, notify: Callable[[], None] | None = None) -> Iterator[None]:
+    """While inside, the first SIGINT (Ctrl-C) calls ``trainer.request_stop()`` (then ``notify``,
+    from the signal handler: keep it to an ``os.write``); a second one raises
+    ``KeyboardInterrupt`` at once. Outside the main thread, or where SIGINT is ignored, it does
+    nothing. The previous handler is put back on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        yield
+        return
+
+    def first(signum: int, frame: Any) -> None:
+        trainer.request_stop()
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the second Ctrl-C aborts
+        if notify is not None:
+            notify()
+
+    signal.signal(signal.SIGINT, first)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _contiguous(seeds: Sequence[int]) -> list[list[int]]:
+    """``seeds`` sorted and cut into runs of consecutive integers (one harness run each)."""
+    runs: list[list[int]] = []
+    for value in sorted(seeds):
+        if runs and value == runs[-1][-1] + 1:
+            runs[-1].append(value)
+        else:
+            runs.append([value])
+    return runs
+
+
+def _light(traj: Trajectory) -> Trajectory:
+    """``traj`` with only what the episode metrics read (sent between ranks)."""
+    turns = [
+        Turn(
+            index=t.index,
+            observation="",
+            action="",
+            reward=t.reward,
+            reward_components={},
+            action_valid=t.action_valid,
+            format_ok=t.format_ok,
+        )
+        for t in traj.turns
+    ]
+    return dataclasses.replace(traj, turns=turns, task={}, final_observation="", env_kwargs={}, errors=[], extra={})
 
 
 class Trainer:
@@ -126,15 +248,24 @@ class Trainer:
         self.on_update = on_update
         self.on_event = on_event
         self._stop = False
+        self.dist = Distributed()
         self.policy: Any = None
         self.optimizer: Any = None
         self.next_seed = config.seed * TRAIN_SEED_STRIDE
         self.horizon: Any = None
         self.ladder: Any = None
+        self.pool: Any = None
+        self.task_filter: Any = None
 
     def request_stop(self) -> None:
-        """Finish the current update, checkpoint and return (safe to call from a callback)."""
+        """Stop soon and cleanly (safe from a callback or a signal handler): an update still rolling
+        out is abandoned, one already optimising finishes; then the last completed update is
+        checkpointed, ``report.md`` written, and :meth:`train` returns with ``stopped=True``."""
         self._stop = True
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop
 
     def _event(self, message: str) -> None:
         log.info(message)
@@ -157,6 +288,14 @@ class Trainer:
                 raise ConfigError(f"{env_id!r} is a multi-agent environment; the trainer needs single-agent ids.")
             make(env_id, **kwargs).close()
 
+    def _check_world(self) -> None:
+        cfg, world = self.config, self.dist.world_size
+        if cfg.groups_per_update % world:
+            raise ConfigError(
+                f"groups_per_update ({cfg.groups_per_update}) must be a multiple of the number of data-parallel "
+                f"processes ({world}): every rank rolls out the same number of groups."
+            )
+
     def _open_folder(self) -> Path | None:
         """Create or reopen the run folder; refuse a changed config. Returns the checkpoint to
         resume from (``None``: a fresh start)."""
@@ -175,14 +314,31 @@ class Trainer:
             if changes and checkpoint is not None:
                 raise ConfigError(
                     f"{self.out} holds a training run with a different configuration ({'; '.join(changes)}). Resume it "
-                    "with the same settings (only updates, checkpoint_every, keep_checkpoints and tensorboard may "
-                    "change), or train into another folder (--out)."
+                    "with the same settings (only updates, checkpoint_every, keep_checkpoints, tensorboard and the "
+                    "rollout backend may change), or train into another folder (--out)."
                 )
         tmp = config_path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(cfg.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, config_path)
         self._write_meta(checkpoint)
         return checkpoint
+
+    def _open_folder_everywhere(self) -> Path | None:
+        """:meth:`_open_folder` on rank 0; the other ranks learn its answer (or its error)."""
+        if not self.dist.active:
+            return self._open_folder()
+        if self.dist.is_main:
+            try:
+                checkpoint = self._open_folder()
+            except ConfigError as err:
+                self.dist.broadcast(("error", str(err)))
+                raise
+            self.dist.broadcast(("ok", str(checkpoint) if checkpoint is not None else None))
+            return checkpoint
+        status, value = self.dist.broadcast(None)
+        if status == "error":
+            raise ConfigError(value)
+        return Path(value) if value is not None else None
 
     def _write_meta(self, checkpoint: Path | None) -> None:
         from envgym.rollout.rundir import git_commit, package_versions
@@ -198,6 +354,7 @@ class Trainer:
             "started_at": _now(),
             "argv": list(sys.argv),
             "resumed_from": str(checkpoint) if checkpoint else None,
+            "world_size": self.dist.world_size,
         }
         meta.setdefault("created_at", session["started_at"])
         meta.update(
@@ -222,6 +379,9 @@ class Trainer:
         random.seed(cfg.seed)
         torch.manual_seed(cfg.seed)
         self.policy = load_policy(cfg, model=self._model, tokenizer=self._tokenizer)
+        if self.dist.active:
+            device = self.policy.device
+            self.policy.wrap_data_parallel([device.index] if device.type == "cuda" else None)
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.generation = self.policy.generation()
         from envgym.trainer import curriculum
@@ -236,6 +396,11 @@ class Trainer:
                 window=int(ladder["window"]),
                 min_episodes=int(ladder["min_episodes"]),
             )
+        if cfg.task_pool is not None:
+            base = cfg.seed * TRAIN_SEED_STRIDE
+            self.pool = curriculum.TaskPool(list(range(base, base + cfg.task_pool)), seed=cfg.seed)
+            if cfg.task_filter:
+                self.task_filter = curriculum.TaskFilter(min_attempts=1, window=cfg.task_filter_groups)
 
     def _state(self, update: int) -> dict[str, Any]:
         return {
@@ -243,6 +408,8 @@ class Trainer:
             "next_seed": self.next_seed,
             "horizon": self.horizon.state_dict() if self.horizon is not None else None,
             "difficulty": self.ladder.state_dict() if self.ladder is not None else None,
+            "task_pool": self.pool.state_dict() if self.pool is not None else None,
+            "task_filter": self.task_filter.state_dict() if self.task_filter is not None else None,
             "config": self.config.to_dict(),
         }
 
@@ -253,7 +420,37 @@ class Trainer:
             self.horizon.load_state_dict(state["horizon"])
         if self.ladder is not None and state.get("difficulty") is not None:
             self.ladder.load_state_dict(state["difficulty"])
+        if self.pool is not None and state.get("task_pool") is not None:
+            self.pool.load_state_dict(state["task_pool"])
+        if self.task_filter is not None and state.get("task_filter") is not None:
+            self.task_filter.load_state_dict(state["task_filter"])
         return int(state["update"])
+
+    def _snapshot(self) -> dict[str, Any]:
+        """Everything an update changes besides the weights and the optimizer (taken before it,
+        put back by :meth:`_put_back` when a stop request abandons it)."""
+        import torch
+
+        snap: dict[str, Any] = copy.deepcopy(self._state(0))
+        snap["torch_rng"] = torch.get_rng_state()
+        if torch.cuda.is_available():
+            snap["cuda_rng"] = torch.cuda.get_rng_state_all()
+        snap["python_rng"] = random.getstate()
+        return snap
+
+    def _put_back(self, snap: dict[str, Any]) -> None:
+        import torch
+
+        self.next_seed = int(snap["next_seed"])
+        for owner, key in ((self.horizon, "horizon"), (self.ladder, "difficulty"), (self.pool, "task_pool")):
+            if owner is not None:
+                owner.load_state_dict(snap[key])
+        if self.task_filter is not None:
+            self.task_filter.load_state_dict(snap["task_filter"])
+        torch.set_rng_state(snap["torch_rng"])
+        if "cuda_rng" in snap:
+            torch.cuda.set_rng_state_all(snap["cuda_rng"])
+        random.setstate(snap["python_rng"])
 
     def _discard_after(self, update: int) -> None:
         """Remove the records of updates after ``update`` (they are played again)."""
@@ -269,44 +466,70 @@ class Trainer:
     # ------------------------------------------------------------------------------ run
     def train(self) -> TrainResult:
         """Run (or resume) the configured updates; see the module docstring."""
+        self.dist = Distributed.from_env(self.config.device)
+        try:
+            return self._train()
+        finally:
+            self.dist.close()
+
+    def _train(self) -> TrainResult:
         cfg = self.config
+        dist = self.dist
+        self._check_world()
         self._check_envs()
-        checkpoint = self._open_folder()
+        checkpoint = self._open_folder_everywhere()
         self._build()
         start = self._restore(checkpoint) if checkpoint is not None else 0
         if checkpoint is not None:
             self._event(f"resuming {self.out} from {checkpoint.name} (update {start} of {cfg.updates})")
-        self._discard_after(start)
-        metrics_log = MetricsLog(self.out, tensorboard=cfg.tensorboard)
-        metrics_log.truncate_after(start)
+        if dist.is_main:
+            self._discard_after(start)
+        dist.barrier()  # no rank writes rollouts before the stale ones are gone
+        metrics_log = MetricsLog(self.out, tensorboard=cfg.tensorboard) if dist.is_main else None
+        if metrics_log is not None:
+            metrics_log.truncate_after(start)
         result = TrainResult(out=self.out, start_update=start, final_update=start, checkpoint=checkpoint)
         saved_at = start if checkpoint is not None else -1
+
+        def write(update: int, metrics: dict[str, Any]) -> None:
+            row = metrics_log.write(update, metrics) if metrics_log is not None else {"update": update, **metrics}
+            result.rows.append(row)
+            self._emit(row)
+
         try:
             if start == 0 and cfg.eval_every:
-                row = metrics_log.write(0, self._evaluate(0))
-                result.rows.append(row)
-                self._emit(row)
+                write(0, self._evaluate(0))
             for update in range(start + 1, cfg.updates + 1):
-                metrics = self._update(update)
+                if dist.any(self._stop):
+                    result.stopped = True
+                    break
+                snapshot = self._snapshot()
+                try:
+                    metrics = self._update(update)
+                except _Abandoned:
+                    self._put_back(snapshot)
+                    if dist.is_main:
+                        self._discard_after(update - 1)
+                    result.stopped, result.abandoned = True, update
+                    self._event(f"update {update} abandoned (stop requested during its rollouts)")
+                    break
                 if cfg.eval_every and (update % cfg.eval_every == 0 or update == cfg.updates):
                     metrics.update(self._evaluate(update))
-                row = metrics_log.write(update, metrics)
-                result.rows.append(row)
+                write(update, metrics)
                 result.final_update = update
-                self._emit(row)
-                last = update == cfg.updates
-                if (cfg.checkpoint_every and update % cfg.checkpoint_every == 0) or last or self._stop:
+                if (cfg.checkpoint_every and update % cfg.checkpoint_every == 0) or update == cfg.updates:
                     result.checkpoint = self._save(update)
                     saved_at = update
-                if self._stop and not last:
-                    result.stopped = True
-                    self._event(f"stopped after update {update}; run again with the same settings to resume")
-                    break
+            if result.final_update >= cfg.updates:
+                result.stopped = False  # a stop request that came with the last update stops nothing
             if saved_at != result.final_update and result.final_update > 0:
                 result.checkpoint = self._save(result.final_update)
         finally:
-            metrics_log.close()
-        if result.final_update >= cfg.updates and not result.stopped:
+            if metrics_log is not None:
+                metrics_log.close()
+        if result.stopped:
+            self._event(f"stopped after update {result.final_update}; run again with the same settings to resume")
+        if dist.is_main and (result.final_update >= cfg.updates or result.stopped):
             result.report = self._report()
         return result
 
@@ -315,6 +538,8 @@ class Trainer:
             self.on_update(row)
 
     def _save(self, update: int) -> Path:
+        if not self.dist.is_main:
+            return self.out / CHECKPOINTS_DIR / f"update-{update:06d}"
         self._event(f"checkpoint at update {update}")
         return save_checkpoint(
             self.out,
@@ -326,8 +551,11 @@ class Trainer:
         )
 
     def _report(self) -> Path | None:
+        from envgym.trainer.metrics import read_metrics
         from envgym.trainer.report import write_report
 
+        if not read_metrics(self.out):
+            return None
         try:
             return write_report(self.out)
         except EnvgymError as err:  # a missing matplotlib must not fail a finished run
@@ -346,54 +574,83 @@ class Trainer:
             return self.config.level_env(self.ladder.current)
         return self.config.env_id, dict(self.config.env_kwargs)
 
+    def _task_seeds(self, count: int, used: set[int]) -> list[int]:
+        """The next ``count`` training task seeds (fresh ones, or from the pool, skipping ``used``)."""
+        if self.pool is None:
+            seeds = list(range(self.next_seed, self.next_seed + count))
+            self.next_seed += count
+            return seeds
+        return [int(s) for s in self.pool.draw(count, exclude=used)]
+
     def _rollout(
-        self, update: int, round_: int, groups: int, env: tuple[str, Mapping[str, Any]], max_turns: int | None
+        self, update: int, round_: int, seeds: Sequence[int], env: tuple[str, Mapping[str, Any]], max_turns: int | None
     ) -> list[Trajectory]:
+        """Play ``group_size`` episodes of each of ``seeds`` (one harness run per run of consecutive seeds)."""
         from envgym.rollout.runner import RunConfig, Runner
 
         cfg = self.config
-        seed = self.next_seed
-        self.next_seed += groups
-        episodes = groups * cfg.group_size
         env_id, env_kwargs = env
-        run_config = RunConfig(
-            env_id=env_id,
-            agent_options={"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens},
-            episodes=episodes,
-            seed=seed,
-            group_size=cfg.group_size,
-            env_kwargs=dict(env_kwargs),
-            max_turns=max_turns,
-            num_envs=cfg.num_envs or episodes,
-            prompt=cfg.prompt,
-        )
-        agent = self.generation.agent(
+        agent: Agent = self.generation.agent(
             temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed, name=f"policy@update{update - 1}"
         )
-        name = f"update-{update:06d}" + (f"-refill{round_ - 1}" if round_ > 1 else "")
-        self._event(f"update {update}: rollout of {episodes} episodes (seeds {seed}..{seed + groups - 1})")
-        return Runner(run_config, agent, out=self.out / ROLLOUTS_DIR / name).run().trajectories
+        if not self.dist.active:  # with ranks, stops are agreed at update boundaries instead
+            agent = _StopCheck(agent, lambda: self._stop)
+        folder = self.out / ROLLOUTS_DIR / (f"update-{update:06d}" + (f"-refill{round_ - 1}" if round_ > 1 else ""))
+        if self.dist.active:
+            folder = folder / f"rank-{self.dist.rank}"
+        runs = _contiguous(seeds)
+        shown = ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
+        self._event(f"update {update}: rollout of {len(seeds) * cfg.group_size} episodes (seeds {shown})")
+        trajectories: list[Trajectory] = []
+        for run in runs:
+            episodes = len(run) * cfg.group_size
+            run_config = RunConfig(
+                env_id=env_id,
+                agent_options={
+                    "temperature": cfg.temperature,
+                    "top_p": cfg.top_p,
+                    "max_new_tokens": cfg.max_new_tokens,
+                },
+                episodes=episodes,
+                seed=run[0],
+                group_size=cfg.group_size,
+                env_kwargs=dict(env_kwargs),
+                max_turns=max_turns,
+                num_envs=cfg.num_envs or episodes,
+                prompt=cfg.prompt,
+                backend=cfg.rollout_backend,
+                workers=cfg.rollout_workers,
+            )
+            out = folder / f"seed-{run[0]}" if self.pool is not None else folder
+            trajectories += Runner(run_config, agent, out=out).run().trajectories
+        return trajectories
 
     def _evaluate(self, update: int) -> dict[str, float]:
+        """Greedy evaluation on the held-out split (rank 0 plays it; every rank gets the metrics)."""
         from envgym.rollout.runner import RunConfig, Runner
 
         cfg = self.config
-        run_config = RunConfig(
-            env_id=cfg.env_id,
-            agent_options={"temperature": 0.0, "max_new_tokens": cfg.max_new_tokens},
-            episodes=cfg.eval_episodes,
-            seed=0,
-            env_kwargs=cfg.resolved_eval_env_kwargs,
-            max_turns=self._max_turns(max(update, 1)),
-            num_envs=cfg.num_envs or cfg.eval_episodes,
-            prompt=cfg.prompt,
-        )
-        agent = self.generation.agent(temperature=0.0, top_p=1.0, seed=cfg.seed, name=f"policy@update{update}")
-        self._event(f"update {update}: greedy evaluation on {cfg.eval_episodes} held-out episodes")
-        folder = self.out / EVAL_DIR / f"update-{update:06d}"
-        shutil.rmtree(folder, ignore_errors=True)  # evaluation is always played anew
-        trajectories = Runner(run_config, agent, out=folder).run().trajectories
-        return episode_metrics(trajectories, prefix="eval")
+        metrics: dict[str, float] | None = None
+        if self.dist.is_main:
+            run_config = RunConfig(
+                env_id=cfg.env_id,
+                agent_options={"temperature": 0.0, "max_new_tokens": cfg.max_new_tokens},
+                episodes=cfg.eval_episodes,
+                seed=0,
+                env_kwargs=cfg.resolved_eval_env_kwargs,
+                max_turns=self._max_turns(max(update, 1)),
+                num_envs=cfg.num_envs or cfg.eval_episodes,
+                prompt=cfg.prompt,
+                backend=cfg.rollout_backend,
+                workers=cfg.rollout_workers,
+            )
+            agent = self.generation.agent(temperature=0.0, top_p=1.0, seed=cfg.seed, name=f"policy@update{update}")
+            self._event(f"update {update}: greedy evaluation on {cfg.eval_episodes} held-out episodes")
+            folder = self.out / EVAL_DIR / f"update-{update:06d}"
+            shutil.rmtree(folder, ignore_errors=True)  # evaluation is always played anew
+            trajectories = Runner(run_config, agent, out=folder).run().trajectories
+            metrics = episode_metrics(trajectories, prefix="eval")
+        return self.dist.broadcast(metrics)
 
     # ------------------------------------------------------------------------------ one update
     def _update(self, update: int) -> dict[str, Any]:
@@ -402,6 +659,7 @@ class Trainer:
         from envgym.trainer import advantages as adv_fns
 
         cfg = self.config
+        dist = self.dist
         t0 = time.perf_counter()
         max_turns = self._max_turns(update)
         env = self._env()
@@ -410,16 +668,41 @@ class Trainer:
             metrics["curriculum/max_turns"] = max_turns
         if self.ladder is not None:
             metrics["curriculum/level"] = self.ladder.index
+        share = cfg.groups_per_update // dist.world_size
         played: list[Trajectory] = []
         kept: list[list[Trajectory]] = []  # groups trained on
+        used: set[int] = set()
         rounds = zero_variance = 0
-        need = cfg.groups_per_update
+        need = share
         while True:
+            needs = [int(n) for n in dist.gather(need)]
+            if sum(needs) == 0:
+                break
             rounds += 1
-            trajectories = self._rollout(update, rounds, need, env, max_turns)
+            seeds = self._task_seeds(sum(needs), used)  # the same on every rank
+            if not seeds:
+                break  # a pool with no unplayed active task left for this update
+            used.update(seeds)
+            first = sum(needs[: dist.rank])
+            mine = seeds[first : first + needs[dist.rank]]
+            try:
+                trajectories = self._rollout(update, rounds, mine, env, max_turns) if mine else []
+            except StopRun as err:
+                raise _Abandoned from err
             played += trajectories
+            outcomes = [
+                pair
+                for part in dist.gather([(int(t.seed), bool(t.success)) for t in trajectories if t.scored])
+                for pair in part
+            ]
             if self.ladder is not None:
-                self.ladder.record([t.success for t in trajectories if t.scored])
+                self.ladder.record([success for _, success in outcomes])
+            if self.task_filter is not None:
+                by_task: dict[int, list[bool]] = {}
+                for task_seed, success in outcomes:
+                    by_task.setdefault(task_seed, []).append(success)
+                for task_seed, results in by_task.items():
+                    self.task_filter.record(task_seed, results)
             groups: dict[int, list[Trajectory]] = {}
             for traj in trajectories:
                 groups.setdefault(int(traj.seed if traj.seed is not None else -1), []).append(traj)
@@ -436,38 +719,76 @@ class Trainer:
                 kept += [members for key, members in groups.items() if key not in dead]
             else:
                 kept += list(groups.values())
-            if not cfg.dynamic_sampling or len(kept) >= cfg.groups_per_update or rounds > cfg.max_refill_rounds:
-                break
-            need = cfg.groups_per_update - len(kept)
-        kept = kept[: cfg.groups_per_update]
-        rollout_s = time.perf_counter() - t0
-        metrics.update(episode_metrics(played))
-        generated = sum(t.completion_tokens for t in played)
+            refill = cfg.dynamic_sampling and rounds <= cfg.max_refill_rounds
+            need = max(0, share - len(kept)) if refill else 0
+        kept = kept[:share]
+        if dist.any(self._stop):
+            raise _Abandoned  # the rollouts are done but nothing changed yet: drop the update
+        if self.task_filter is not None:
+            metrics.update(self._filter_tasks(update))
+        if self.pool is not None:
+            metrics["tasks/active"] = len(self.pool.active)
+            metrics["tasks/passes"] = self.pool.passes
+        rollout_s = dist.max([time.perf_counter() - t0])[0]
+        everyone = [t for part in dist.gather([_light(t) for t in played]) for t in part] if dist.active else played
+        metrics.update(episode_metrics(everyone))
+        generated = sum(t.completion_tokens for t in everyone)
         metrics["dynamic/rounds"] = rounds
         if cfg.dynamic_sampling:
-            metrics["dynamic/zero_variance_groups"] = zero_variance
-            metrics["dynamic/kept_groups"] = len(kept)
+            zero_variance, kept_groups = dist.sum([zero_variance, len(kept)])
+            metrics["dynamic/zero_variance_groups"] = int(zero_variance)
+            metrics["dynamic/kept_groups"] = int(kept_groups)
         metrics["perf/rollout_s"] = rollout_s
         metrics["perf/generated_tokens_per_s"] = generated / rollout_s if rollout_s > 0 else 0.0
-        collected = collect([t for group in kept for t in group], group_key=lambda t: t.seed)
-        metrics["batch/episodes"] = len(collected.trajectories)
-        metrics["batch/turns"] = len(collected.samples)
-        metrics["batch/excluded_episodes"] = collected.excluded_episodes
-        metrics["batch/excluded_turns"] = collected.excluded_turns
+        collected = collect(
+            [t for group in kept for t in group], group_key=lambda t: t.seed, temperature=cfg.temperature
+        )
+        counts = dist.sum(
+            [len(collected.trajectories), len(collected.samples), collected.excluded_episodes, collected.excluded_turns]
+        )
+        metrics["batch/episodes"], metrics["batch/turns"] = int(counts[0]), int(counts[1])
+        metrics["batch/excluded_episodes"], metrics["batch/excluded_turns"] = int(counts[2]), int(counts[3])
         metrics["lr"] = cfg.lr
-        if not collected.samples:
-            log.warning("update %d: nothing to train on (no scored episode with token ids); skipped", update)
+        if dist.min([len(collected.samples)])[0] == 0:
+            where = "" if not dist.active else " on at least one rank"
+            log.warning("update %d: nothing to train on%s (no scored episode with token ids); skipped", update, where)
             return metrics
         t1 = time.perf_counter()
         batch = self._make_batch(collected)
-        metrics["policy/advantage_std"] = _std([float(b) for b in self._turn_advantages])
+        metrics["policy/advantage_std"] = _std(self._turn_advantages)
         metrics.update(self._optimise(update, batch))
         self.generation.sync()
-        update_s = time.perf_counter() - t1
+        update_s = dist.max([time.perf_counter() - t1])[0]
         metrics["perf/update_s"] = update_s
-        processed = int(batch.attention_mask.sum().item()) * cfg.ppo_epochs
+        processed = dist.sum([int(batch.attention_mask.sum().item()) * cfg.ppo_epochs])[0]
         metrics["perf/tokens_per_s"] = processed / update_s if update_s > 0 else 0.0
         return metrics
+
+    def _filter_tasks(self, update: int) -> dict[str, Any]:
+        """Drop the pool tasks the filter retired, keeping at least ``groups_per_update`` active."""
+        floor = self.config.groups_per_update
+        active = self.pool.active
+        retired = [s for s in active if not self.task_filter.is_active(s)]
+        room = max(0, len(active) - floor)
+        dropped, spared = retired[:room], retired[room:]
+        for task_seed in dropped:
+            self.pool.drop(task_seed, update)
+        if spared:
+            log.info(
+                "update %d: %d task(s) qualify for dropping but the pool keeps groups_per_update=%d tasks: %s",
+                update,
+                len(spared),
+                floor,
+                spared,
+            )
+        solved = sum(1 for s in dropped if self.task_filter.counts(s)[0] > 0)
+        return {
+            "tasks/dropped": len(self.pool.dropped),
+            "tasks/dropped_seeds": dropped,
+            "tasks/dropped_solved": solved,
+            "tasks/dropped_failed": len(dropped) - solved,
+            "tasks/spared": len(spared),
+        }
 
     # ------------------------------------------------------------------------------ advantages
     def _make_batch(self, collected: Collected) -> TrainBatch:
@@ -509,11 +830,13 @@ class Trainer:
             else:
                 per_turn = [episode_adv[i].expand(len(t.turns)) for i, t in enumerate(trajs)]
         advantages = [float(per_turn[s.episode][s.turn]) for s in collected.samples]
-        if cfg.algo == "ppo" and len(advantages) > 1:  # PPO: advantages whitened over the batch
-            mean = sum(advantages) / len(advantages)
-            std = _std(advantages)
+        everyone = [a for part in self.dist.gather(advantages) for a in part] if self.dist.active else advantages
+        if cfg.algo == "ppo" and len(everyone) > 1:  # PPO: advantages whitened over the (whole) batch
+            mean = sum(everyone) / len(everyone)
+            std = _std(everyone)
             advantages = [(a - mean) / (std + 1e-8) for a in advantages]
-        self._turn_advantages = advantages
+            everyone = [(a - mean) / (std + 1e-8) for a in everyone]
+        self._turn_advantages = everyone
         batch = build_batch(
             collected.samples,
             advantages,
@@ -521,6 +844,10 @@ class Trainer:
             returns=returns_per_sample,
             old_values=old_values,
         )
+        if not all(sample.logprobs_match for sample in collected.samples):
+            # The records hold no log-probs of the untruncated policy at this temperature (top-p
+            # truncated them): recompute them. The weights are still the ones that sampled.
+            batch.old_logprobs = self._no_grad_logprobs(batch, reference=False)
         if cfg.kl_coef > 0:
             batch.ref_logprobs = self._no_grad_logprobs(batch, reference=True)
         return batch
@@ -530,10 +857,15 @@ class Trainer:
 
         width = batch.input_ids.shape[1]
         parts = []
-        with torch.no_grad():
-            for micro in batch.split(self.config.micro_batch_size):
-                lp = self.policy.forward(micro, reference=reference).logprobs.float().cpu()
-                parts.append(torch.nn.functional.pad(lp, (0, width - lp.shape[1])))
+        was_training = self.policy.model.training
+        self.policy.train(False)  # no dropout: these are the sampling policy's numbers
+        try:
+            with torch.no_grad():
+                for micro in batch.split(self.config.micro_batch_size):
+                    lp = self.policy.forward(micro, reference=reference).logprobs.float().cpu()
+                    parts.append(torch.nn.functional.pad(lp, (0, width - lp.shape[1])))
+        finally:
+            self.policy.train(was_training)
         return torch.cat(parts)
 
     def _gae(self, collected: Collected) -> tuple[list[Any], list[Any], list[Any]]:
@@ -568,11 +900,20 @@ class Trainer:
 
     # ------------------------------------------------------------------------------ optimisation
     def _optimise(self, update: int, batch: TrainBatch) -> dict[str, float]:
+        """``ppo_epochs`` passes of ``minibatches`` optimizer steps over ``batch``.
+
+        Each micro-batch's loss is weighted by its share of the step's tokens (or sequences)
+        summed over every rank, and multiplied by the number of ranks because
+        ``DistributedDataParallel`` averages the gradients: a step's gradient is then the one a
+        single process would compute over all the ranks' sequences. A rank with no sequence in
+        a step still joins its all-reduce with a zero-weight pass.
+        """
         import torch
 
         from envgym.trainer import losses
 
         cfg = self.config
+        dist = self.dist
         policy = self.policy
         params = policy.trainable_parameters()
         aggregation = cfg.aggregation
@@ -583,20 +924,48 @@ class Trainer:
         weights: dict[str, float] = {}
         ratio_max = -math.inf
         grad_norms: list[float] = []
+        # With the policy loss alone (no KL, entropy or value term), a sequence whose advantages
+        # are all 0 has a gradient of exactly 0: it is left out of the forward and backward passes
+        # (its tokens still count in the step's normaliser, so the step is the same). Its tokens
+        # are then missing from the policy/* statistics.
+        skip_idle = cfg.kl_coef == 0 and cfg.entropy_coef == 0 and cfg.algo != "ppo"
+        skipped = 0
         policy.train()
         for _epoch in range(cfg.ppo_epochs):
             order = torch.randperm(n, generator=generator) if (cfg.ppo_epochs > 1 or cfg.minibatches > 1) else None
             index = order if order is not None else torch.arange(n)
-            for chunk in torch.tensor_split(index, cfg.minibatches):
-                if len(chunk) == 0:
-                    continue
-                minibatch = batch.select(chunk)
-                total = float(minibatch.tokens if per_token else len(minibatch))
+            minibatches = [
+                batch.select(chunk) if len(chunk) else None for chunk in torch.tensor_split(index, cfg.minibatches)
+            ]
+            local = [(mb.tokens if per_token else len(mb)) if mb is not None else 0 for mb in minibatches]
+            totals = dist.sum(local)
+            for minibatch, total in zip(minibatches, totals, strict=True):
+                if total <= 0:
+                    continue  # empty on every rank: no step
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in minibatch.split(cfg.micro_batch_size):
-                    share = (micro.tokens if per_token else len(micro)) / total
-                    loss, stats = self._micro_loss(micro, losses, aggregation)
-                    (loss["total"] * share).backward()
+                if minibatch is not None and skip_idle:
+                    active = _active_rows(minibatch)
+                    if len(active) < len(minibatch):
+                        idle = minibatch.select(sorted(set(range(len(minibatch))) - set(active)))
+                        skipped += len(idle)
+                        for key in ("loss/policy", "loss/total"):  # their loss is exactly 0
+                            _add(sums, weights, key, 0.0, (idle.tokens if per_token else len(idle)) / total)
+                        minibatch = minibatch.select(active) if active else None
+                if minibatch is None:
+                    parts = [(batch.select([0]), 0.0)]  # join the all-reduce, add nothing
+                else:
+                    parts = [
+                        (micro, (micro.tokens if per_token else len(micro)) / total)
+                        for micro in minibatch.split(cfg.micro_batch_size)
+                    ]
+                for i, (micro, share) in enumerate(parts):
+                    if share == 0 and not dist.active:
+                        continue  # nothing to add and no all-reduce to join
+                    with policy.no_sync() if i < len(parts) - 1 else nullcontext():
+                        loss, stats = self._micro_loss(micro, losses, aggregation)
+                        (loss["total"] * (share * dist.world_size)).backward()
+                    if share == 0:
+                        continue
                     tokens = float(micro.tokens)
                     for key, value in loss.items():
                         _add(sums, weights, f"loss/{key}", float(value.detach()), share)
@@ -606,17 +975,31 @@ class Trainer:
                     if "ratio_max" in stats:
                         ratio_max = max(ratio_max, _scalar(stats["ratio_max"]))
                     _add(sums, weights, "policy/entropy", float(stats["entropy"]), tokens)
+                if all(param.grad is None for param in params):
+                    for param in params:  # every sequence skipped: AdamW still steps, on a zero gradient
+                        param.grad = torch.zeros_like(param)
                 limit = cfg.max_grad_norm if cfg.max_grad_norm is not None else math.inf
                 norm = torch.nn.utils.clip_grad_norm_(params, limit)
                 grad_norms.append(float(norm))
                 self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
+        if dist.active:
+            merged_sums: dict[str, float] = {}
+            merged_weights: dict[str, float] = {}
+            for part_sums, part_weights in dist.gather((sums, weights)):
+                for key, value in part_sums.items():
+                    merged_sums[key] = merged_sums.get(key, 0.0) + value
+                    merged_weights[key] = merged_weights.get(key, 0.0) + part_weights[key]
+            sums, weights = merged_sums, merged_weights
+            ratio_max = dist.max([ratio_max])[0]
         out = {key: sums[key] / weights[key] for key in sums if weights[key] > 0}
         if ratio_max > -math.inf:
             out["policy/ratio_max"] = ratio_max
-        out["grad_norm"] = sum(grad_norms) / len(grad_norms)
+        if grad_norms:
+            out["grad_norm"] = sum(grad_norms) / len(grad_norms)
         out["optimizer_steps"] = float(len(grad_norms))
-        out["tokens"] = float(batch.tokens)
+        out["batch/skipped_zero_advantage"] = dist.sum([float(skipped)])[0]
+        out["tokens"] = dist.sum([float(batch.tokens)])[0]
         return out
 
     def _micro_loss(self, micro: TrainBatch, losses: Any, aggregation: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -683,3 +1066,9 @@ def train(config: TrainConfig | Mapping[str, Any], **kwargs: Any) -> TrainResult
     if not isinstance(config, TrainConfig):
         config = TrainConfig.from_dict(config)
     return Trainer(config, **kwargs).train()
+
+
+def _active_rows(batch: TrainBatch) -> list[int]:
+    """Rows of ``batch`` with a non-zero advantage on at least one trained token."""
+    nonzero = (batch.advantages * batch.loss_mask).abs().sum(dim=-1) > 0
+    return [int(i) for i in nonzero.nonzero().flatten().tolist()]

@@ -37,12 +37,22 @@ Every key is a lowercase slash path, defined once here:
                                summed over the passes (``ppo_epochs``)
 ``curriculum/max_turns``       the turn limit of the update's episodes (when set)
 ``curriculum/level``           index of the difficulty level (difficulty ladder)
+``tasks/active``               task-pool seeds not dropped (``task_pool``)
+``tasks/passes``               complete passes over the task pool
+``tasks/dropped``              pool tasks dropped so far (``task_filter``)
+``tasks/dropped_seeds``        the seeds dropped after this update's rollouts (a list, may be empty)
+``tasks/dropped_solved``       of those, tasks whose last groups were all solved;
+                               ``tasks/dropped_failed`` all failed
+``tasks/spared``               tasks that qualified for dropping but stay in, so that the pool
+                               keeps ``groups_per_update`` tasks
 ``eval/return``, ``eval/success_rate``, ``eval/format_ok``, ``eval/turns``: greedy evaluation
                                on the held-out split
 =============================  ===================================================================
 
 ``metrics.jsonl`` holds one JSON object per update (``{"update": n, "time": ..., key: value}``),
-written and flushed to disk as the update ends.
+written and flushed to disk as the update ends. Under ``torchrun`` rank 0 writes it, with the
+episode, batch, loss and policy values taken over every rank's episodes and tokens; ``perf/*_s``
+are the slowest rank's seconds.
 """
 
 from __future__ import annotations

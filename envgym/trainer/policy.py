@@ -6,6 +6,19 @@ layer only at the completion positions (where the loss is): the ``[N, L, vocab]`
 whole sequence would dwarf everything else in memory. The same hidden states give PPO's value,
 read at the last prompt token of each turn.
 
+**The policy is the model at the sampling temperature.** Rollouts sample from
+``softmax(logits / temperature)`` (possibly truncated by top-p, which is a sampling device and
+not part of the policy), so every log-prob the loss uses -- the current policy's, the old ones
+(see :mod:`envgym.trainer.batch`), the reference's for the KL penalty -- and the entropy are
+those of ``logits / temperature``, as in verl. At the first pass of an update the importance
+ratio is then 1 up to float rounding.
+
+**Data parallel.** Backbone, output layer and value head sit in one ``torch.nn.Module``
+(:attr:`Policy.core`); under ``torchrun`` the loop wraps it in
+``torch.nn.parallel.DistributedDataParallel`` (:meth:`Policy.wrap_data_parallel`) so the
+gradients of every rank are all-reduced in the backward pass of the last micro-batch of each
+optimizer step (:meth:`Policy.no_sync` holds the others back).
+
 Generation sits behind the small :class:`Generation` interface. :class:`HFGeneration` wraps the
 *live* model in the harness's ``hf`` agent (no copy: every update is seen by the next rollout);
 a vLLM or remote engine would implement the same two methods (``sync`` pushes the new weights to
@@ -124,6 +137,29 @@ class Policy:
                 p.requires_grad_(False)
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else (tokenizer.eos_token_id or 0))
+        self.temperature = float(config.temperature)
+        self.core = _core_module(self.backbone, self.lm_head, self.value_head)
+        self.data_parallel: Any = None  # DistributedDataParallel(core) under torchrun
+
+    # -------------------------------------------------------------------------- data parallel
+    def wrap_data_parallel(self, device_ids: list[int] | None = None) -> None:
+        """Wrap :attr:`core` in ``DistributedDataParallel`` (the process group must be initialised):
+        from now on the backward pass of :meth:`forward` all-reduces (averages) the gradients."""
+        import inspect
+
+        torch = _torch()
+        ddp = torch.nn.parallel.DistributedDataParallel
+        # The buffers (rotary frequencies) are the same on every rank and never change: no syncing
+        # before each forward. Newer torch names the switch forward_sync_buffers.
+        if "forward_sync_buffers" in inspect.signature(ddp).parameters:
+            sync = {"forward_sync_buffers": False}
+        else:  # pragma: no cover - torch < 2.13
+            sync = {"broadcast_buffers": False}
+        self.data_parallel = ddp(self.core, device_ids=device_ids, **sync)
+
+    def no_sync(self) -> Any:
+        """A context in which backward passes accumulate gradients without all-reducing them."""
+        return self.data_parallel.no_sync() if self.data_parallel is not None else nullcontext()
 
     # -------------------------------------------------------------------------- parameters
     def trainable_parameters(self) -> list[Any]:
@@ -154,38 +190,39 @@ class Policy:
         reference: bool = False,
         entropy_grad: bool = True,
     ) -> PolicyOutput:
-        """Log-probs (and entropies, values) of a :class:`~envgym.trainer.batch.TrainBatch`.
+        """Log-probs (and entropies, values) of a :class:`~envgym.trainer.batch.TrainBatch`, for
+        the policy at the sampling temperature (``logits / temperature``).
 
         With ``reference=True`` the reference model is used (no gradient). ``entropy_grad=False``
-        computes the entropy for the metrics only (no graph through it: less memory).
+        computes the entropy for the metrics only (no graph through it: less memory). With a
+        gradient the pass goes through the data-parallel wrapper when there is one.
         """
         torch = _torch()
         from envgym.trainer import losses
 
         ids = batch.input_ids.to(self.device)
         attention = batch.attention_mask.to(self.device)
+        predict = batch.loss_mask[:, 1:].to(self.device) > 0  # [N, L-1]: the next token carries loss
+        want_values = values and self.value_head is not None and not reference
+        index = batch.value_index.to(self.device) if want_values else None
         with self._reference() if reference else nullcontext(None) as ref_model:
-            if ref_model is None:
-                trunk, head = self.backbone, self.lm_head
+            if ref_model is not None:
+                core = _core_module(getattr(ref_model, ref_model.base_model_prefix), ref_model.get_output_embeddings())
+            elif self.data_parallel is not None and torch.is_grad_enabled():
+                core = self.data_parallel
             else:
-                trunk, head = getattr(ref_model, ref_model.base_model_prefix), ref_model.get_output_embeddings()
-            hidden = trunk(input_ids=ids, attention_mask=attention, use_cache=False).last_hidden_state
-            predict = batch.loss_mask[:, 1:].to(self.device) > 0  # [N, L-1]: the next token carries loss
-            chosen = hidden[:, :-1][predict]  # [K, H]
-            logits = head(chosen).float()
+                core = self.core
+            logits, value = core(ids, attention, predict, index)
+            scaled = logits / self.temperature if self.temperature != 1.0 else logits
             targets = ids[:, 1:][predict]
-            token_lp = losses.token_logprobs(logits, targets)
+            token_lp = losses.token_logprobs(scaled, targets)
             n, width = ids.shape
             zeros = torch.zeros((n, width - 1), dtype=torch.float32, device=self.device)
             logprobs = torch.nn.functional.pad(zeros.masked_scatter(predict, token_lp), (1, 0))
-            out = PolicyOutput(logprobs=logprobs)
+            out = PolicyOutput(logprobs=logprobs, values=value)
             if entropy:
-                ent = losses.entropy_from_logits(logits if entropy_grad else logits.detach())
+                ent = losses.entropy_from_logits(scaled if entropy_grad else scaled.detach())
                 out.entropy = torch.nn.functional.pad(zeros.masked_scatter(predict, ent), (1, 0))
-            if values and self.value_head is not None and not reference:
-                index = batch.value_index.to(self.device)
-                last_prompt = hidden[torch.arange(n, device=self.device), index].float()
-                out.values = self.value_head(last_prompt).squeeze(-1)
         return out
 
     @contextmanager
@@ -259,6 +296,39 @@ class Policy:
     # -------------------------------------------------------------------------- generation
     def generation(self) -> Generation:
         return HFGeneration(self)
+
+
+_CORE_CLASS: Any = None
+
+
+def _core_module(backbone: Any, lm_head: Any, value_head: Any = None) -> Any:
+    """The trainable forward pass as one ``torch.nn.Module`` (what ``DistributedDataParallel``
+    wraps): ``core(input_ids, attention_mask, predict, value_index) -> (logits, values)``, where
+    ``logits`` are the float32 output-layer logits at the ``predict`` positions (``[K, vocab]``) and
+    ``values`` the value head read at ``value_index`` (``None`` without it)."""
+    global _CORE_CLASS
+    torch = _torch()
+    if _CORE_CLASS is None:
+
+        class PolicyCore(torch.nn.Module):
+            def __init__(self, backbone: Any, lm_head: Any, value_head: Any) -> None:
+                super().__init__()
+                self.backbone = backbone
+                self.lm_head = lm_head
+                self.value_head = value_head
+
+            def forward(self, input_ids: Any, attention_mask: Any, predict: Any, value_index: Any = None) -> Any:
+                hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
+                hidden = hidden.last_hidden_state
+                logits = self.lm_head(hidden[:, :-1][predict]).float()  # [K, vocab]
+                values = None
+                if value_index is not None and self.value_head is not None:
+                    rows = torch.arange(hidden.shape[0], device=hidden.device)
+                    values = self.value_head(hidden[rows, value_index].float()).squeeze(-1)
+                return logits, values
+
+        _CORE_CLASS = PolicyCore
+    return _CORE_CLASS(backbone, lm_head, value_head)
 
 
 class HFGeneration:
