@@ -11,7 +11,13 @@ trainer relies on:
   which can change a token only when two candidates are that close (see
   :func:`sample_next_tokens`).
 * **Exact records.** ``token_ids`` are the sampled ids (including the final stop token when one
-  was sampled), ``prompt_token_ids`` the prompt ids as fed (no padding).
+  was sampled), ``prompt_token_ids`` the prompt ids as fed (no padding), and ``text`` is
+  ``decode(token_ids)``.
+* **Stop strings.** An input's ``stop`` strings (``</action>`` from the harness) end its row as
+  soon as the decoded completion contains one: after each sampled token the last few ids of the
+  row (enough to spell the longest stop string) are decoded and searched. The row keeps every id
+  up to and including the one that completed the stop string, so the text keeps the stop string
+  (and whatever else that last token spells) and the ids stay exactly what was sampled.
 * **Two log-probs per token.** ``AgentOutput.logprobs`` holds the *model* log-probability of each
   sampled token: ``log_softmax(logits)`` at temperature 1 with no top-k/top-p truncation -- what
   a trainer recomputes with one teacher-forced forward pass over prompt + completion.
@@ -58,6 +64,9 @@ class _Row:
     logprobs: list[float]
     sampling_logprobs: list[float]
     finish_reason: str | None = None
+    stop: tuple[str, ...] = ()
+    stop_window: int = 0
+    stop_string: str | None = None
 
 
 def _mix_seed(*parts: object) -> int:
@@ -93,8 +102,8 @@ class HFAgent(Agent):
         model_obj: a live ``transformers`` causal LM to use instead of loading ``model`` (the
             trainer passes its policy). Its train/eval mode is restored after each ``act``.
         tokenizer: the tokenizer that goes with ``model_obj``.
-        ignore_eos: keep generating past stop tokens until the token limit (for throughput
-            benchmarks only: replies then always end with ``finish_reason="length"``).
+        ignore_eos: keep generating past stop tokens and stop strings until the token limit (for
+            throughput benchmarks only: replies then always end with ``finish_reason="length"``).
         name: shown in reports; default ``"hf:<model>"``.
     """
 
@@ -243,7 +252,12 @@ class HFAgent(Agent):
                     limit,
                     self._max_positions,
                 )
-            rows.append(_Row(prompt, limit, self._generator(item), [], [], []))
+            stop = _stop_strings(item)
+            # A token spells at least one byte (special tokens decode to nothing and are rare
+            # mid-reply), so the last len(bytes) ids hold any stop string just completed; the
+            # margin covers a multi-byte character cut at the window's start.
+            window = max((len(text.encode("utf-8")) for text in stop), default=0) + 4
+            rows.append(_Row(prompt, limit, self._generator(item), [], [], [], stop=stop, stop_window=window))
         # Similar lengths share micro-batches (less padding); results do not depend on the grouping.
         order = sorted(range(len(rows)), key=lambda i: len(rows[i].prompt))
         pending = [i for i in order if rows[i].limit > 0]
@@ -264,14 +278,29 @@ class HFAgent(Agent):
 
     def _output(self, row: _Row) -> AgentOutput:
         text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
+        extra: dict[str, Any] = {"sampling_logprobs": list(row.sampling_logprobs), "sampling": dict(self._sampling)}
+        if row.stop_string is not None:
+            extra["stop_string"] = row.stop_string
         return AgentOutput(
             text=text,
             token_ids=list(row.tokens),
             logprobs=list(row.logprobs),
             prompt_token_ids=list(row.prompt),
             finish_reason=row.finish_reason,
-            extra={"sampling_logprobs": list(row.sampling_logprobs), "sampling": dict(self._sampling)},
+            extra=extra,
         )
+
+    def _stop_string_hit(self, row: _Row) -> str | None:
+        """The first of the row's stop strings that its completion now contains, or ``None``.
+
+        Only the tail window is decoded: a stop string completed by an earlier token would have
+        ended the row then, so a new one must end within the last ``stop_window`` ids.
+        """
+        tail = self.tokenizer.decode(row.tokens[-row.stop_window :], skip_special_tokens=True)
+        for text in row.stop:
+            if text in tail:
+                return text
+        return None
 
     def _forward(self, input_ids: Any, attention_mask: Any, position_ids: Any, cache: Any) -> tuple[Any, Any]:
         kwargs: dict[str, Any] = {}
@@ -318,7 +347,14 @@ class HFAgent(Agent):
                 row.tokens.append(token)
                 row.logprobs.append(float(model_lp[line]))
                 row.sampling_logprobs.append(float(sampling_lp[line]))
-                if not self.ignore_eos and token in self.stop_token_ids:
+                if self.ignore_eos:
+                    stopped = False
+                elif token in self.stop_token_ids:
+                    stopped = True
+                else:
+                    row.stop_string = self._stop_string_hit(row) if row.stop else None
+                    stopped = row.stop_string is not None
+                if stopped:
                     row.finish_reason = "stop"
                 elif len(row.tokens) >= row.limit:
                     row.finish_reason = "length"
@@ -336,6 +372,17 @@ class HFAgent(Agent):
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
             logits, cache = self._forward(step_ids, attention_mask, next_position, cache)
             next_position = next_position + 1
+
+
+def _stop_strings(item: AgentInput) -> tuple[str, ...]:
+    """``item.stop`` checked: a tuple of strings (empty ones dropped)."""
+    stop = item.stop
+    if isinstance(stop, str) or not isinstance(stop, tuple | list) or not all(isinstance(s, str) for s in stop):
+        raise ConfigError(
+            f"AgentInput.stop must be a tuple of strings such as ('</action>',), got {stop!r} "
+            f"(episode {item.episode_id!r})."
+        )
+    return tuple(s for s in stop if s)
 
 
 def sample_next_tokens(

@@ -23,6 +23,7 @@ import hashlib
 import logging
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -137,6 +138,41 @@ def _excerpt(text: str, limit: int = _BODY_EXCERPT) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+_CLOSING_TAG = re.compile(r"</\s*([A-Za-z_][A-Za-z0-9_-]*)\s*>\Z")
+
+
+def _closing_tag_to_restore(text: str, stop: Sequence[str], choice: Mapping[str, Any]) -> str | None:
+    """The stop string to put back at the end of ``text`` (a reply with ``finish_reason`` "stop"), or ``None``.
+
+    A reply that ended at a stop string comes back without it. When a stop string is a closing
+    tag ``</name>`` and ``text`` has an opening ``<name>`` after its last ``</name>``, the reply
+    stopped right after its action: that closing tag is returned. vLLM's ``stop_reason`` names
+    what ended the reply: the stop string decides between several candidates, and ``None`` or a
+    token id (the end-of-text token) means no stop string was hit, so nothing is put back. Without
+    it (OpenAI's API), the tag opened last wins.
+    """
+    stop_reason = choice.get("stop_reason")
+    if "stop_reason" in choice and not isinstance(stop_reason, str):
+        return None  # vLLM: the model ended the reply itself, not at a stop string
+    best: tuple[int, str] | None = None
+    for candidate in stop:
+        match = _CLOSING_TAG.match(candidate)
+        if match is None:
+            continue
+        name = re.escape(match[1])
+        opened = [m.end() for m in re.finditer(rf"<\s*{name}\s*>", text, re.IGNORECASE)]
+        closed = [m.end() for m in re.finditer(rf"<\s*/\s*{name}\s*>", text, re.IGNORECASE)]
+        if not opened or (closed and closed[-1] > opened[-1]):
+            continue  # no open tag of this name: the reply did not stop inside its action
+        if isinstance(stop_reason, str) and stop_reason == candidate:
+            return candidate
+        if best is None or opened[-1] > best[0]:
+            best = (opened[-1], candidate)
+    if isinstance(stop_reason, str) and stop_reason in stop:
+        return None  # the server names the stop string it matched, and it closes no open tag
+    return None if best is None else best[1]
+
+
 def _int_list(value: Any) -> list[int] | None:
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return list(value)
@@ -159,6 +195,11 @@ class OpenAIAgent(Agent):
         temperature: sampling temperature.
         top_p: nucleus sampling mass.
         max_tokens: most completion tokens per reply; lowered per turn to ``AgentInput.max_new_tokens``.
+            ``AgentInput.stop`` goes out as the request's ``stop`` list. The API drops the stop
+            string from the reply, so when a reply ended at a stop string that closes an action tag
+            left open in it (``<action>up`` for the stop ``</action>``), the closing tag is put
+            back (``extra["stop_appended"]`` names it) and the action still parses. (OpenAI's own
+            API takes at most 4 stop strings; vLLM takes any number.)
         seed: when set, every request carries a seed derived from (this seed, episode seed, group
             member, turn), so reruns sample the same replies on servers that honour ``seed`` and
             the members of a group sample differently.
@@ -293,6 +334,14 @@ class OpenAIAgent(Agent):
         seed = self.request_seed(item)
         if seed is not None:
             body["seed"] = seed
+        stop = item.stop
+        if isinstance(stop, str) or not isinstance(stop, tuple | list) or not all(isinstance(s, str) for s in stop):
+            raise ConfigError(
+                f"AgentInput.stop must be a tuple of strings such as ('</action>',), got {stop!r} "
+                f"(episode {item.episode_id!r})."
+            )
+        if any(stop):
+            body["stop"] = [s for s in stop if s]
         if self.logprobs:
             body["logprobs"] = True
         body.update(self.extra_body)
@@ -373,9 +422,9 @@ class OpenAIAgent(Agent):
         except ValueError as err:
             # Garbage once (a proxy hiccup) is retried; garbage every time ends as AgentRequestError.
             raise _Retryable(f"unreadable JSON (HTTP {status}): {_excerpt(response.text)!r}", status=status) from err
-        return self._parse(payload, status)
+        return self._parse(payload, status, stop=body.get("stop") or ())
 
-    def _parse(self, payload: Any, status: int) -> AgentOutput:
+    def _parse(self, payload: Any, status: int, *, stop: Sequence[str] = ()) -> AgentOutput:
         choices = payload.get("choices") if isinstance(payload, dict) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise _Retryable(f"reply without choices (HTTP {status}): {_excerpt(repr(payload))!r}", status=status)
@@ -405,6 +454,11 @@ class OpenAIAgent(Agent):
                 key: usage[key] for key in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(key), int)
             }
         finish = choice.get("finish_reason")
+        if finish == "stop" and stop:
+            closing = _closing_tag_to_restore(text, stop, choice)
+            if closing is not None:
+                text += closing
+                extra["stop_appended"] = closing
         return AgentOutput(
             text=text,
             token_ids=token_ids,

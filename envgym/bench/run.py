@@ -15,7 +15,9 @@ agent into the same folder resumes each entry where it stopped; a different suit
 hash), agent, agent options or trial count is refused before anything runs.
 
 Entry ``e`` with seeds ``s_0 .. s_{n-1}`` and ``K`` trials plays ``n * K`` episodes; episode
-``i`` plays seed ``s_{i // K}`` as trial ``i % K`` (``Trajectory.member``). The agent is built
+``i`` plays seed ``s_{i // K}`` as trial ``i % K`` (``Trajectory.member``). Every entry runs with
+the suite's prompt block (:attr:`Suite.prompt_config`: history, per-reply token cap, stop at the
+closing action tag), so every chat agent is held to the same reply limits. The agent is built
 once (seed 0; ``random:SEED`` sets another) and serves every entry; sampling agents seed each
 episode from (agent seed, env seed, trial), so a resumed run replays the same episodes.
 """
@@ -306,6 +308,7 @@ def run_suite(
         step_timeout_s=step_timeout_s,
         agent_timeout_s=agent_timeout_s,
     )
+    prompt = suite.prompt_config  # the suite's prompt block: every entry, every agent
     folder = Path(out) if out is not None else default_out(suite, agent)
     from envgym import __version__
 
@@ -338,9 +341,23 @@ def run_suite(
         meta["resumed"] = _now().isoformat(timespec="seconds")
     elif folder.exists() and any(folder.iterdir()):
         raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / SUITE_FILE).write_text(suite.to_yaml(), encoding="utf-8")
-    _write_json(bench_file, meta)
+
+    def recorded(entry_dir: Path, total: int) -> int:
+        if not (entry_dir / "episodes.jsonl").exists():
+            return 0
+        return sum(1 for t in load_trajectories(entry_dir) if t.scored and t.index < total)
+
+    done_by_entry = {e.name: recorded(folder / ENTRIES_DIR / e.name, e.episodes * k) for e in suite.entries}
+    complete = bench_file.exists() and all(
+        done_by_entry[e.name] >= e.episodes * k and (folder / ENTRIES_DIR / e.name / "summary.json").exists()
+        for e in suite.entries
+    )
+    if not complete:
+        # A finished run is left as it is (its bench.json keeps the commit and packages that
+        # produced it), so running it again changes nothing and bundles to the same file.
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / SUITE_FILE).write_text(suite.to_yaml(), encoding="utf-8")
+        _write_json(bench_file, meta)
 
     agent_obj = agent_object
     built = False
@@ -348,9 +365,7 @@ def run_suite(
         for entry in suite.entries:
             entry_dir = folder / ENTRIES_DIR / entry.name
             total = entry.episodes * k
-            done = 0
-            if (entry_dir / "episodes.jsonl").exists():
-                done = sum(1 for t in load_trajectories(entry_dir) if t.scored and t.index < total)
+            done = done_by_entry[entry.name]
             if on_entry is not None:
                 on_entry(entry.name, total - done, total)
             if done >= total and (entry_dir / "summary.json").exists():
@@ -367,6 +382,7 @@ def run_suite(
                 group_size=k,
                 env_kwargs=entry.env_kwargs,
                 max_turns=entry.max_turns,
+                prompt=prompt,
                 num_envs=num_envs,
                 backend=backend,
                 workers=workers,
@@ -387,5 +403,6 @@ def run_suite(
         if built and agent_obj is not None:
             agent_obj.close()
     run = load_bench_run(folder)
-    write_results(run)
+    if not complete or not (folder / RESULTS_FILE).exists():
+        write_results(run)
     return run

@@ -16,6 +16,10 @@ version is frozen once published: any change to what it runs makes a new version
       max_turns: 20            # harness turn limit (null: the environment's own)
       trials: 1                # episodes per seed (pass^k needs trials > 1; --trials overrides)
     metrics: [success_rate, mean_reward, pass_hat_k, mean_turns, tokens, wall_time, format_ok_rate]
+    prompt:                    # optional: PromptConfig fields for chat agents, the same for every entry
+      history: last_k          # (envgym.rollout.PromptConfig; max_turns is set above, not here)
+      last_k: 2
+      max_new_tokens: 48       # per-reply token cap every agent is held to
     entries:
       - name: sokoban          # unique; also the entry's folder name in a run
         env: envgym/Sokoban-v0 # a registered single-agent id (it carries the env version)
@@ -26,8 +30,15 @@ version is frozen once published: any change to what it runs makes a new version
         max_turns: 30
 
 :func:`load_suite` checks everything a run needs: field types, unknown fields (with "did you
-mean"), duplicate entry names, environment ids (with "did you mean"), and the keyword arguments,
-by building one environment per entry. Errors name the file, the entry and the field.
+mean"), duplicate entry names, environment ids (with "did you mean"), the prompt block (field
+names with "did you mean", values as :class:`~envgym.rollout.prompting.PromptConfig` checks them)
+and the keyword arguments, by building one environment per entry. Errors name the file, the entry
+and the field.
+
+The ``prompt`` block is part of the suite: it is in the resolved form and so in the suite's
+sha256 (a changed block is another suite to the leaderboard). It is kept as written (only the
+fields it names); the other fields take :class:`PromptConfig`'s defaults, which belong to the
+envgym version a result names.
 
 Where suites are found (:func:`suites_dir`): ``$ENVGYM_BENCHMARKS`` when set; else the
 ``benchmarks`` folder installed inside the package (``envgym/benchmarks``) when it exists; else
@@ -71,7 +82,9 @@ METRICS = (
 )
 #: Fields of ``defaults`` and their fallbacks when a suite leaves them out.
 DEFAULTS: dict[str, Any] = {"episodes": 5, "seed": 0, "split": "test", "max_turns": None, "trials": 1}
-TOP_FIELDS = ("name", "version", "description", "defaults", "metrics", "entries")
+TOP_FIELDS = ("name", "version", "description", "defaults", "metrics", "prompt", "entries")
+#: PromptConfig fields a suite's prompt block may not set, and where the setting belongs instead.
+PROMPT_FORBIDDEN = {"max_turns": "the suite's defaults.max_turns or an entry's max_turns"}
 ENTRY_FIELDS = ("name", "env", "kwargs", "split", "seeds", "episodes", "max_turns")
 SUITE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -195,6 +208,9 @@ class Suite:
     """Metrics shown in tables and reports (every metric is computed and stored)."""
     entries: tuple[SuiteEntry, ...] = ()
     """The entries, in order."""
+    prompt: Mapping[str, Any] = field(default_factory=dict)
+    """The suite's prompt block (:class:`~envgym.rollout.prompting.PromptConfig` fields), as
+    written; empty when the suite has none. Applied to every entry's run."""
     path: Path | None = None
     """The file it was loaded from (not part of its identity)."""
 
@@ -214,16 +230,27 @@ class Suite:
         names = [e.name for e in self.entries]
         raise ConfigError(f"suite {self.id} has no entry {name!r}.{suggest(name, names)} Entries: {', '.join(names)}.")
 
+    @property
+    def prompt_config(self) -> Any:
+        """The :class:`~envgym.rollout.prompting.PromptConfig` every entry runs with."""
+        from envgym.rollout.prompting import PromptConfig
+
+        return PromptConfig.from_dict(dict(self.prompt))
+
     def to_dict(self) -> dict[str, Any]:
-        """The canonical resolved form: defaults applied to every entry."""
-        return {
+        """The canonical resolved form: defaults applied to every entry. ``prompt`` is present
+        only when the suite has a prompt block (so suites without one keep their hash)."""
+        data: dict[str, Any] = {
             "name": self.name,
             "version": self.version,
             "description": self.description,
             "defaults": _plain(dict(self.defaults)),
             "metrics": list(self.metrics),
-            "entries": [e.to_dict() for e in self.entries],
         }
+        if self.prompt:
+            data["prompt"] = _plain(dict(self.prompt))
+        data["entries"] = [e.to_dict() for e in self.entries]
+        return data
 
     @property
     def sha256(self) -> str:
@@ -251,6 +278,7 @@ class Suite:
             "entries": len(self.entries),
             "episodes": sum(e.episodes for e in self.entries),
             "trials": self.trials,
+            "prompt": _plain(dict(self.prompt)),
             "envs": sorted({e.env for e in self.entries}),
             "sha256": self.sha256,
             "path": str(self.path) if self.path is not None else None,
@@ -310,6 +338,7 @@ def load_suite(name_or_path: str | os.PathLike[str], *, check_envs: bool = True)
         defaults=suite.defaults,
         metrics=suite.metrics,
         entries=suite.entries,
+        prompt=suite.prompt,
         path=path,
     )
 
@@ -381,6 +410,8 @@ def parse_suite(data: Any, *, source: str = "<suite>", check_envs: bool = True, 
     if len(set(metrics)) != len(metrics):
         raise ConfigError(f"{source}: field 'metrics' lists a metric twice: {metrics!r}.")
 
+    prompt = _parse_prompt(data.get("prompt"), source)
+
     raw_entries = data["entries"]
     if not isinstance(raw_entries, list) or not raw_entries:
         raise ConfigError(f"{source}: field 'entries': expected a non-empty list of entries, got {raw_entries!r:.80}.")
@@ -405,7 +436,28 @@ def parse_suite(data: Any, *, source: str = "<suite>", check_envs: bool = True, 
         defaults=defaults,
         metrics=tuple(metrics),
         entries=tuple(entries),
+        prompt=prompt,
     )
+
+
+def _parse_prompt(raw: Any, source: str) -> dict[str, Any]:
+    """The suite's prompt block, validated by building a PromptConfig from it; ``{}`` when absent."""
+    from envgym.rollout.prompting import PromptConfig
+
+    if raw is None:
+        return {}
+    where = f"{source}: field 'prompt'"
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: expected a mapping of prompt settings (history: last_k, ...), got {raw!r:.80}.")
+    for key, instead in PROMPT_FORBIDDEN.items():
+        if key in raw:
+            raise ConfigError(f"{where}: {key!r} cannot be set here; use {instead}.")
+    try:
+        config = PromptConfig.from_dict(raw)
+    except ConfigError as err:
+        raise ConfigError(f"{where}: {err}") from err
+    resolved = config.to_dict()
+    return {str(key): resolved[key] for key in raw}  # as written, normalised (action_tags as a list)
 
 
 def _parse_entry(raw: Any, i: int, defaults: Mapping[str, Any], source: str, *, check_ids: bool = True) -> SuiteEntry:

@@ -162,12 +162,24 @@ def run_command(
     started = time.perf_counter()
     from envgym.cli._run import _run_progress
 
+    plain = not console.is_terminal  # no progress bar: one line per entry instead (logs, CI, scripts)
+    current: dict[str, Any] = {}
+
+    def entry_done() -> None:
+        if plain and current.get("todo"):
+            seconds = time.perf_counter() - current["t0"]
+            console.print(f"  {current['name']}: {current['todo']} episode(s) in {seconds:.1f} s", highlight=False)
+
     with _run_progress(console) as progress:
         task = progress.add_task(f"{loaded.id} · {agent}", total=total, success="-", errors=0, turns_per_s="-")
 
         def on_entry(name: str, todo: int, entry_total: int) -> None:
             progress.update(task, description=f"{loaded.id} · {agent} · {name}")
             progress.advance(task, entry_total - todo)  # episodes already recorded (resume)
+            entry_done()
+            current.update(name=name, todo=todo, t0=time.perf_counter())
+            if plain and not todo:
+                console.print(f"  {name}: all {entry_total} episode(s) already recorded", highlight=False)
 
         def on_episode_end(_name: str, t: Any) -> None:
             counts["ended"] += 1
@@ -212,6 +224,7 @@ def run_command(
                 soft_wrap=True,
             )
             raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
+    entry_done()
     results = run.results()
     if as_json:
         echo_json({**results, "out": str(folder)})

@@ -131,14 +131,27 @@ def submit_command(
     if db is not None:
         from envgym.leaderboard.verify import verify_bundle
 
-        verified = verify_bundle(bundle)
         with _store(db) as store:
-            stored, created = store.add(verified, bundle_size=path.stat().st_size)
+            # The same content (hash checked against the content) is the same entry: report the
+            # stored one instead of replaying it again (as the server answers 200 "exists").
+            existing = store.find(bundle.content_hash) if bundle.recompute_hash() == bundle.content_hash else None
+            if existing is None:
+                verified = verify_bundle(bundle)
+                stored, created = store.add(verified, bundle_size=path.stat().st_size)
+                scores = verified.scores.to_dict()
+            else:
+                stored, created, scores = existing, False, existing
         result.update(status="created" if created else "exists", submission=stored)
         if not as_json:
-            state = "stored as" if created else "already stored as"
-            err_console().print(f"verified by replay; {state} submission {stored['id']} in {store.url}")
-            _print_scores(f"{stored['agent_name']} on {stored['suite_id']}", verified.scores.to_dict())
+            if created:
+                note = f"verified by replay; stored as submission {stored['id']} in {store.url}"
+            else:
+                note = (
+                    f"already stored as submission {stored['id']} in {store.url} (same content hash "
+                    f"{bundle.content_hash[:12]}, submitted {stored['submitted_at']}); not added again"
+                )
+            err_console().print(note)
+            _print_scores(f"{stored['agent_name']} on {stored['suite_id']}", scores)
     elif url is not None:
         result.update(_upload(path, url))
         if not as_json:
@@ -249,12 +262,39 @@ def serve_command(
 @leaderboard_app.command("export")
 @handle_errors
 def export_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="Folder to write the static site into.")],
+    directory: Annotated[
+        Path | None, typer.Argument(metavar="DIR", help="Folder to write the static site into.", show_default=False)
+    ] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="The same as DIR.")] = None,
     db: DbOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Write the leaderboard as static HTML (relative links: open index.html from disk or serve the folder)."""
+    """Write the leaderboard as a static site: every page, and the JSON API as .json files.
+
+    Relative links throughout: open DIR/index.html from disk, or serve the folder with any static
+    file server. DIR/api/ holds the documents the server's /api/ answers (suites.json,
+    suites/ID/entries.json, entries/N.json, entries/N/episodes.json, entries/N/episodes/K.json).
+    """
     from envgym.leaderboard.pages import export_site
 
+    if directory is not None and out is not None and Path(directory) != Path(out):
+        fail(f"give the folder once: DIR {str(directory)!r} or --out {str(out)!r}.", EXIT_USAGE)
+    target = directory if directory is not None else out
+    if target is None:
+        fail("give the folder to write: envgym leaderboard export DIR", EXIT_USAGE)
+    if target.exists() and not target.is_dir():
+        fail(f"{target} exists and is not a folder.", EXIT_USAGE)
     with _store(db) as store:
-        written = export_site(store, out)
-    err_console().print(f"wrote {len(written)} pages under {out} (open {Path(out) / 'index.html'})")
+        written = export_site(store, target)
+    pages = sum(1 for f in written if f.suffix == ".html")
+    documents = sum(1 for f in written if f.suffix == ".json")
+    size = sum(f.stat().st_size for f in written)
+    if as_json:
+        echo_json(
+            {"out": str(target), "pages": pages, "api_documents": documents, "files": len(written), "bytes": size}
+        )
+        return
+    err_console().print(
+        f"wrote {pages} pages and {documents} JSON documents under {target} ({size / 1e6:.2f} MB); "
+        f"open {target / 'index.html'}"
+    )

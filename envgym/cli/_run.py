@@ -196,6 +196,17 @@ def run_command(
     token_budget: Annotated[
         int | None, typer.Option("--token-budget", help="Completion tokens per episode (chat agents).")
     ] = None,
+    reply_tokens: Annotated[
+        int | None,
+        typer.Option("--reply-tokens", help="Most completion tokens of one reply, for every chat agent alike."),
+    ] = None,
+    stop_at_action: Annotated[
+        bool,
+        typer.Option(
+            "--stop-at-action/--no-stop-at-action",
+            help="End each chat reply at the closing action tag (</action>).",
+        ),
+    ] = True,
     out: Annotated[
         str | None,
         typer.Option("--out", help="Run folder: records written as each episode ends; re-run to resume."),
@@ -247,7 +258,13 @@ def run_command(
         episode_timeout_s=episode_timeout,
         step_timeout_s=step_timeout,
         agent_timeout_s=agent_timeout,
-        prompt=PromptConfig(history=history, last_k=last_k, token_budget=token_budget),
+        prompt=PromptConfig(
+            history=history,
+            last_k=last_k,
+            token_budget=token_budget,
+            max_new_tokens=reply_tokens,
+            stop_at_action=stop_at_action,
+        ),
     )
     console = err_console()
     counts = {"ended": 0, "success": 0, "errors": 0, "turns": 0}

@@ -233,6 +233,7 @@ def make_bundle(
 
     entries: list[dict[str, Any]] = []
     episodes: list[dict[str, Any]] = []
+    last_finished = ""
     for entry in names:
         folder = root / "entries" / entry
         config = _read_json(folder / "config.json")
@@ -257,6 +258,7 @@ def make_bundle(
             }
         )
         episodes += [_episode_record(entry, t, text_cap) for t in trajectories]
+        last_finished = max([last_finished, *(str(t.finished_at or "") for t in trajectories)])
     order = {n: i for i, n in enumerate(names)}
     episodes.sort(key=lambda e: (order[e["entry"]], e["seed"] if isinstance(e["seed"], int) else 0, e["trial"]))
     agent_spec = str(bench.get("agent") or "agent")
@@ -282,7 +284,9 @@ def make_bundle(
         "packages": dict(bench.get("packages") or {}),
         "git_commit": git.get("commit") if isinstance(git, Mapping) else git,
         "created": str(bench.get("created", "")),
-        "bundled_at": _now(),
+        # The run's last recorded episode, not the clock: bundling the same run (same name,
+        # metadata and text cap) twice gives the same bundle, so a resubmission is the same entry.
+        "bundled_at": last_finished or _now(),
         "episodes": len(episodes),
         "text_cap": text_cap,
     }

@@ -6,7 +6,12 @@ clicking a header) with a confidence-interval plot (inline SVG), a submission's 
 per-environment scores and episode list, and the turn-by-turn viewer of one episode.
 
 Every renderer takes ``href``, which maps a site path (``/suites/core-v1``) to the link to put in
-the page: the path itself on the server, a relative ``.html`` file in an export.
+the page: the path itself on the server, a relative ``.html`` file in an export (API paths
+``/api/...`` become ``.json`` files there). Each page links its JSON API twin at the bottom.
+
+The export (:func:`export_site`) writes every page, the JSON API as static files (the same
+documents the server answers) and the stylesheet and script once under ``static/`` (pages link
+them instead of inlining them, which keeps a site of hundreds of episode pages small).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["episode_page", "export_site", "index_page", "submission_page", "suite_page"]
+__all__ = ["episode_page", "export_file", "export_site", "index_page", "submission_page", "suite_page"]
 
 Href = Callable[[str], str]
 
@@ -35,13 +40,27 @@ def _asset(name: str) -> str:
     return resources.files("envgym.leaderboard").joinpath("static", name).read_text(encoding="utf-8")
 
 
-def _page(title: str, body: str, href: Href) -> str:
+#: Site paths of the assets an export writes once (a server page inlines them).
+ASSETS = ("leaderboard.css", "leaderboard.js")
+
+
+def _page(title: str, body: str, href: Href, api: str | None = None) -> str:
+    """A whole page; ``api`` is the site path of the page's JSON twin (linked at the bottom)."""
+    if getattr(href, "linked_assets", False):
+        style = f"<link rel='stylesheet' href='{_esc(href('/static/leaderboard.css'))}'>"
+        script = f"<script src='{_esc(href('/static/leaderboard.js'))}'></script>"
+    else:
+        style = f"<style>{_asset('leaderboard.css')}</style>"
+        script = f"<script>{_asset('leaderboard.js')}</script>"
+    footer = (
+        f"<footer class='muted'>JSON: <a class='api' href='{_esc(href(api))}'>{_esc(api)}</a></footer>" if api else ""
+    )
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
-        f"<title>{_esc(title)} - envgym leaderboard</title><style>{_asset('leaderboard.css')}</style></head>"
+        f"<title>{_esc(title)} - envgym leaderboard</title>{style}</head>"
         f"<body><header><a href='{_esc(href('/'))}'>envgym leaderboard</a></header><main>{body}</main>"
-        f"<script>{_asset('leaderboard.js')}</script></body></html>\n"
+        f"{footer}{script}</body></html>\n"
     )
 
 
@@ -69,7 +88,7 @@ def index_page(suites: Sequence[Mapping[str, Any]], href: Href) -> str:
             "<h1>Suites</h1><p class='muted'>No submissions yet. Submit a bench run with "
             "<code>envgym leaderboard submit RUN --db URL</code> or POST a bundle to <code>/api/submissions</code>.</p>"
         )
-        return _page("Suites", body, href)
+        return _page("Suites", body, href, "/api/suites")
     rows = "".join(
         f"<tr><td><a href='{_esc(href(suite_path(s['id'])))}'>{_esc(s['id'])}</a></td><td>{_esc(s['name'])}</td>"
         f"<td>{_esc(s['version'])}</td><td class='num' data-value='{s['submissions']}'>{s['submissions']}</td>"
@@ -81,7 +100,7 @@ def index_page(suites: Sequence[Mapping[str, Any]], href: Href) -> str:
         "<th class='num' data-type='num'>submissions</th><th>best agent</th>"
         f"<th class='num' data-type='num'>best success</th></tr></thead><tbody>{rows}</tbody></table>"
     )
-    return _page("Suites", body, href)
+    return _page("Suites", body, href, "/api/suites")
 
 
 def ci_plot(board: Sequence[Mapping[str, Any]]) -> str:
@@ -168,7 +187,7 @@ def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) ->
         f"<h2>Ranking</h2><table class='sortable' id='board'><thead><tr>{head}</tr></thead>"
         f"<tbody>{''.join(rows)}</tbody></table>"
     )
-    return _page(suite_id, body, href)
+    return _page(suite_id, body, href, f"/api/suites/{quote(suite_id, safe='')}/entries")
 
 
 def _episode_link(submission_id: int, ordinal: int) -> str:
@@ -228,7 +247,7 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
         "<th class='num' data-type='num'>turns</th><th data-type='text'>end</th><th>viewer</th></tr></thead>"
         f"<tbody>{episode_rows}</tbody></table>"
     )
-    return _page(sub["agent_name"], body, href)
+    return _page(sub["agent_name"], body, href, f"/api/entries/{sub['id']}")
 
 
 def episode_page(
@@ -271,47 +290,91 @@ def episode_page(
         + f"<section class='turn' id='final'><h3>Final observation</h3><pre>{_esc(episode.get('final_observation'))}</pre>"
         "</section>"
     )
-    return _page(f"{episode['entry']} seed {episode['seed']}", body, href)
+    return _page(
+        f"{episode['entry']} seed {episode['seed']}",
+        body,
+        href,
+        f"/api/entries/{sub['id']}/episodes/{episode['ordinal']}",
+    )
 
 
 # -- static export ---------------------------------------------------------------------------------
 
 
-def _export_file(site_path: str) -> str:
+def export_file(site_path: str) -> str:
+    """The file (relative to an export's root) that holds ``site_path``.
+
+    Pages become ``.html`` files (``/`` is ``index.html``), API documents ``.json`` files
+    (``/api/suites`` is ``api/suites.json``), and assets keep their names (``static/...``).
+    """
     if site_path == "/":
         return "index.html"
-    return site_path.strip("/") + ".html"
+    path = site_path.strip("/")
+    if path.startswith("static/"):
+        return path
+    return path + (".json" if path.startswith("api/") else ".html")
+
+
+class _RelativeHref:
+    """The ``href`` of an exported page: a site path as a link relative to the page's own file."""
+
+    linked_assets = True  # pages link static/leaderboard.{css,js} instead of inlining them
+
+    def __init__(self, page_file: str) -> None:
+        self.start = os.path.dirname(page_file) or "."
+
+    def __call__(self, link: str) -> str:
+        return Path(os.path.relpath(export_file(link), start=self.start)).as_posix()
 
 
 def export_site(store: Any, out: str | os.PathLike[str]) -> list[Path]:
-    """Write every page of ``store`` (a :class:`~envgym.leaderboard.store.Store`) as static HTML
-    under ``out``; links are relative, so the folder can be opened from disk or served as is."""
+    """Write the leaderboard of ``store`` (a :class:`~envgym.leaderboard.store.Store`) as static files.
+
+    Under ``out``: ``index.html``, ``suites/<id>.html``, ``entries/<n>.html`` and
+    ``entries/<n>/episodes/<k>.html``; the JSON API as it would be served
+    (``api/suites.json``, ``api/suites/<id>/entries.json``, ``api/entries/<n>.json``,
+    ``api/entries/<n>/episodes.json`` and ``api/entries/<n>/episodes/<k>.json``); and
+    ``static/leaderboard.css`` and ``static/leaderboard.js``. Links are relative, so the folder
+    works opened from disk or served as is. Files of an earlier export that this one does not
+    write are left alone. Returns the files written, in order.
+    """
     root = Path(out)
     written: list[Path] = []
 
-    def write(site_path: str, render: Callable[[Href], str]) -> None:
-        target = _export_file(site_path)
-
-        def href(link: str) -> str:
-            return os.path.relpath(_export_file(link), start=os.path.dirname(target) or ".")
-
+    def put(target: str, text: str) -> None:
         file = root / target
         file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(render(href), encoding="utf-8")
+        file.write_text(text, encoding="utf-8")
         written.append(file)
 
+    def page(site_path: str, render: Callable[[Href], str]) -> None:
+        target = export_file(site_path)
+        put(target, render(_RelativeHref(target)))
+
+    def api(site_path: str, document: Any) -> None:
+        text = json.dumps(document, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+        put(export_file(site_path), text + "\n")
+
+    for name in ASSETS:
+        put(f"static/{name}", _asset(name))
     suites = store.suites()
-    write("/", lambda href: index_page(suites, href))
+    page("/", lambda href: index_page(suites, href))
+    api("/api/suites", suites)
     for suite in suites:
         board = store.leaderboard(suite["id"])
-        write(suite_path(suite["id"]), lambda href, s=suite, b=board: suite_page(s["id"], b, href))
-        for sub in board:
-            episodes = store.episodes(sub["id"])
-            write(f"/entries/{sub['id']}", lambda href, s=sub, e=episodes: submission_page(s, e, href))
-            for ep in episodes:
-                full = store.episode(sub["id"], ep["ordinal"])
-                write(
-                    _episode_link(sub["id"], ep["ordinal"]),
-                    lambda href, s=sub, f=full, e=episodes: episode_page(s, f, e, href),
+        page(suite_path(suite["id"]), lambda href, s=suite, b=board: suite_page(s["id"], b, href))
+        api(f"/api/suites/{quote(suite['id'], safe='')}/entries", board)
+        for row in board:
+            sub = store.submission(row["id"])
+            listed = store.episodes(row["id"])
+            page(f"/entries/{row['id']}", lambda href, s=sub, e=listed: submission_page(s, e, href))
+            api(f"/api/entries/{row['id']}", sub)
+            api(f"/api/entries/{row['id']}/episodes", listed)
+            for ep in listed:
+                full = store.episode(row["id"], ep["ordinal"])
+                page(
+                    _episode_link(row["id"], ep["ordinal"]),
+                    lambda href, s=sub, f=full, e=listed: episode_page(s, f, e, href),
                 )
+                api(f"/api/entries/{row['id']}/episodes/{ep['ordinal']}", full)
     return written

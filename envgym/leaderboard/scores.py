@@ -12,8 +12,9 @@ counted in ``infra`` and left out, never entered as a zero):
   (pass^k, tau-bench); tasks with fewer than ``k`` scored trials are left out of that ``k``.
 
 Overall: the unweighted mean over entries of each number (every environment counts the same);
-its interval resamples tasks within each entry (stratified bootstrap). The bootstrap has a fixed
-seed, so the same episodes give the same numbers.
+its interval resamples tasks within each entry (stratified bootstrap). The bootstrap is the bench
+run's own (:mod:`envgym.bench.metrics`: fixed seed, 2000 draws), so the same episodes give the
+same numbers here and in ``results.json``.
 """
 
 from __future__ import annotations
@@ -25,9 +26,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 __all__ = ["EntryScore", "EpisodeOutcome", "Scores", "compute_scores", "pass_hat_k"]
-
-BOOTSTRAP_SAMPLES = 1000
-BOOTSTRAP_SEED = 20240601
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,24 +103,17 @@ def _by_task(outcomes: Sequence[EpisodeOutcome]) -> dict[int, list[EpisodeOutcom
     return dict(sorted(tasks.items()))
 
 
-def _bootstrap(groups: Sequence[Sequence[tuple[int, int]]]) -> tuple[float, float] | None:
-    """95 % interval of the mean over groups of each group's success rate, resampling the
-    (successes, trials) tasks within each group."""
-    import numpy as np
+def _bootstrap(groups: Sequence[Sequence[Sequence[float]]]) -> tuple[float, float] | None:
+    """95 % interval of the mean over groups (entries) of the mean over tasks of each task's
+    success rate, resampling tasks with their trials within each group.
 
-    groups = [g for g in groups if g]
-    if not groups:
-        return None
-    rng = np.random.default_rng(BOOTSTRAP_SEED)
-    total = np.zeros(BOOTSTRAP_SAMPLES)
-    for group in groups:
-        succ = np.array([s for s, _ in group], dtype=float)
-        n = np.array([t for _, t in group], dtype=float)
-        picks = rng.integers(0, len(group), size=(BOOTSTRAP_SAMPLES, len(group)))
-        total += succ[picks].sum(axis=1) / n[picks].sum(axis=1)
-    rates = total / len(groups)
-    low, high = np.percentile(rates, [2.5, 97.5])
-    return float(low), float(high)
+    The same computation, seed and number of draws as a bench run's ``results.json``
+    (:func:`envgym.bench.metrics.stratified_bootstrap_ci`), so a run and its leaderboard entry
+    show the same interval.
+    """
+    from envgym.bench.metrics import stratified_bootstrap_ci
+
+    return stratified_bootstrap_ci(groups)
 
 
 def _entry_score(entry: str, env_id: str, outcomes: Sequence[EpisodeOutcome], trials: int) -> EntryScore:
@@ -133,7 +124,7 @@ def _entry_score(entry: str, env_id: str, outcomes: Sequence[EpisodeOutcome], tr
         values = [pass_hat_k(len(ts), sum(o.success for o in ts), k) for ts in tasks.values() if len(ts) >= k]
         if values:
             pass_k[str(k)] = math.fsum(values) / len(values)
-    ci = _bootstrap([[(sum(o.success for o in ts), len(ts)) for ts in tasks.values()]])
+    ci = _bootstrap([[[float(o.success) for o in ts] for ts in tasks.values()]])
     return EntryScore(
         entry=entry,
         env_id=env_id,
@@ -167,7 +158,7 @@ def compute_scores(outcomes: Sequence[EpisodeOutcome], entries: Sequence[tuple[s
     groups = []
     for name, _ in entries:
         tasks = _by_task(per_entry.get(name, []))
-        groups.append([(sum(o.success for o in ts), len(ts)) for ts in tasks.values()])
+        groups.append([[float(o.success) for o in ts] for ts in tasks.values()])
     ci = _bootstrap(groups)
     return Scores(
         success_rate=_mean([s.success_rate for s in rated if s.success_rate is not None]),

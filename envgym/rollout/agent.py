@@ -32,8 +32,13 @@ class AgentInput:
             action for the current state) when the env runs in this process; for envs in worker
             processes a callable returning an action the worker sampled; ``None`` when unknown.
             Baselines use it on envs whose action set is infinite; learning agents ignore it.
-        max_new_tokens: the most completion tokens this turn may use (what is left of the
-            episode's token budget), or ``None`` for the agent's own limit.
+        max_new_tokens: the most completion tokens this turn may use (the prompt config's
+            per-reply cap or what is left of the episode's token budget, whichever is smaller),
+            or ``None`` for the agent's own limit. Agents never exceed their own limit either.
+        stop: strings that end the reply (the harness sends ``("</action>",)`` for the default
+            action tag, so a chat model stops as soon as its action is complete). The reply
+            keeps the stop string where the agent can (a local model); an API that drops it may
+            put the closing tag back. Non-chat agents ignore it.
     """
 
     episode_id: str
@@ -44,6 +49,7 @@ class AgentInput:
     messages: tuple[dict[str, str], ...] = ()
     sample_action: Callable[[random.Random], str] | None = None
     max_new_tokens: int | None = None
+    stop: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)

@@ -11,13 +11,16 @@ one episode's chat state under a :class:`PromptConfig`:
 * the history policy (``full``, ``last_k``, ``summary``, ``none``), always with roles that
   alternate user/assistant after the system message, as chat templates such as ChatML require;
 * the reply parser (:meth:`Conversation.parse`): the last ``<action>...</action>`` block;
-* the episode's completion-token budget.
+* the reply limits every agent is held to: the stop strings (``</action>`` with
+  ``stop_at_action``) and the per-reply token cap (``max_new_tokens``, lowered to what is left of
+  the episode's completion-token budget ``token_budget``).
 
 Typical use by a runner::
 
     conv = Conversation(config, env_id, obs, info)
     while not done:
-        reply = agent.act([AgentInput(..., messages=conv.messages(), max_new_tokens=conv.remaining_tokens)])[0]
+        item = AgentInput(..., messages=conv.messages(), max_new_tokens=conv.max_new_tokens, stop=conv.stop)
+        reply = agent.act([item])[0]
         parsed = conv.parse(reply.text)
         obs, reward, terminated, truncated, info = env.step(parsed.action)
         conv.record(reply.text, parsed, obs, info, completion_tokens=len(reply.token_ids or ()) or None)
@@ -153,6 +156,20 @@ class PromptConfig:
             "each turn's max_new_tokens. None: no budget."
         ),
     )
+    max_new_tokens: int | None = field(
+        default=None,
+        metadata=_help(
+            "Most completion tokens of one reply, for every agent alike (a turn gets the smaller of this and "
+            "what is left of token_budget; the agent's own limit still applies). None: the agent's own limit."
+        ),
+    )
+    stop_at_action: bool = field(
+        default=True,
+        metadata=_help(
+            "With action tags, end each reply at the first closing tag (</action>): the harness sends the "
+            "closing tags as stop strings, so a model does not keep talking after its action."
+        ),
+    )
 
     def __post_init__(self) -> None:
         if self.system_prompt is not None:
@@ -168,7 +185,8 @@ class PromptConfig:
         _check_int("max_admissible", self.max_admissible)
         _check_int("max_turns", self.max_turns, optional=True)
         _check_int("token_budget", self.token_budget, optional=True)
-        for name in ("format_feedback", "show_admissible"):
+        _check_int("max_new_tokens", self.max_new_tokens, optional=True)
+        for name in ("format_feedback", "show_admissible", "stop_at_action"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be true or false, got {value!r}.")
@@ -402,11 +420,13 @@ class Conversation:
         tokens_used: completion tokens counted so far: the agent's own count where ``record`` got
             ``completion_tokens``, else an estimate of ``ceil(len(reply) / 4)`` (at least 1).
         estimated_tokens: the part of ``tokens_used`` that is such an estimate.
+        stop: the stop strings every reply is sent with: ``</tag>`` for each action tag (as
+            written) when ``config.stop_at_action``, else empty.
     """
 
     __slots__ = (
         "_block", "_current", "_dropped", "_feedback", "_head", "_history", "_messages", "_summary_cache",
-        "_summary_lines", "config", "env_id", "estimated_tokens", "system", "tokens_used", "turns",
+        "_summary_lines", "config", "env_id", "estimated_tokens", "stop", "system", "tokens_used", "turns",
     )  # fmt: skip
 
     def __init__(self, config: PromptConfig, env_id: str, observation: str, info: Mapping[str, Any]) -> None:
@@ -441,6 +461,7 @@ class Conversation:
         self._summary_cache: tuple[int, str] = (0, "")  # (dropped turns, summary text)
         self._messages: tuple[dict[str, str], ...] | None = None
         self._block = _complete_block(tags) if tags else None
+        self.stop: tuple[str, ...] = tuple(f"</{t}>" for t in tags) if config.stop_at_action else ()
         self._feedback = (
             f"Your last reply had no complete {' or '.join(f'<{t}>...</{t}>' for t in tags)} block. "
             f"Give exactly one action inside <{tags[0]}>...</{tags[0]}>."
@@ -567,6 +588,15 @@ class Conversation:
         """Completion tokens left in the episode's budget (never below 0), or ``None`` without one."""
         budget = self.config.token_budget
         return None if budget is None else max(0, budget - self.tokens_used)
+
+    @property
+    def max_new_tokens(self) -> int | None:
+        """This turn's completion-token limit: the smaller of ``config.max_new_tokens`` and
+        :attr:`remaining_tokens`, or ``None`` when neither is set."""
+        cap, left = self.config.max_new_tokens, self.remaining_tokens
+        if cap is None:
+            return left
+        return cap if left is None else min(cap, left)
 
     @property
     def budget_exhausted(self) -> bool:

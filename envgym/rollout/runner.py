@@ -427,7 +427,8 @@ class Runner:
             len(live.traj.turns),
             conv.messages() if conv is not None else (),
             sample,
-            conv.remaining_tokens if conv is not None else None,
+            conv.max_new_tokens if conv is not None else None,
+            conv.stop if conv is not None else (),
         )
 
     # -- one turn of a batch of live episodes ---------------------------------------------------

@@ -87,7 +87,7 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def episode_metrics(trajectories: Iterable[Trajectory], prefix: str = "episode") -> dict[str, float]:
-    """Return, success, turns, format and reward-component means of the scored ``trajectories``.
+    """Return, success, turns, format, valid-action and reward-component means of the scored ``trajectories``.
 
     ``prefix="episode"`` gives the training keys (with ``rewards/<name>/mean``); ``prefix="eval"``
     the evaluation keys.
@@ -106,6 +106,9 @@ def episode_metrics(trajectories: Iterable[Trajectory], prefix: str = "episode")
     formats = [1.0 if turn.format_ok else 0.0 for t in scored for turn in t.turns if turn.format_ok is not None]
     if formats:
         out[f"{prefix}/format_ok"] = _mean(formats) or 0.0
+    valid = [1.0 if turn.action_valid else 0.0 for t in scored for turn in t.turns]
+    if valid:
+        out[f"{prefix}/valid_action_rate"] = _mean(valid) or 0.0
     if prefix == "episode":
         names = sorted({k for t in scored for k in t.reward_components})
         for name in names:

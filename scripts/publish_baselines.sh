@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Rebuild the published baseline entries of the core-v1 leaderboard under leaderboards/:
+#   leaderboards/core-v1/<run date>_<agent>.envgym.jsonl.gz   the bundles of random, oracle and
+#                                                             hf:smollm2, each verified by replay
+#   leaderboards/site/                                        a static export of a board built
+#                                                             from those bundles only
+# The bench runs are the main job's (runs/main/core-v1/<agent>, see scripts/run.sh): a finished
+# run is reused as it is, a missing or unfinished one is run or resumed here. Bundles are
+# deterministic (the same run gives the same file), so re-running this script changes nothing
+# but the site's submission times.
+#
+# Settings (environment): ENVGYM_RUNS (default runs/main), ENVGYM_TEXT_CAP (characters kept of
+# each observation and completion in the published bundles, default 600).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUITE=core-v1
+RUNS="${ENVGYM_RUNS:-runs/main}"
+TEXT_CAP="${ENVGYM_TEXT_CAP:-600}"
+PUBLISHED="leaderboards/$SUITE"
+SITE=leaderboards/site
+EG=.venv/bin/envgym
+PY=.venv/bin/python
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+if [ ! -x "$EG" ]; then
+  echo "no .venv: run 'ENVGYM_EXTRAS=llm,leaderboard bash scripts/setup.sh' (or scripts/run.sh) first" >&2
+  exit 2
+fi
+
+agent_name() {
+  case "$1" in
+    oracle) echo "oracle (per-environment solver)" ;;
+    random) echo "random (uniform over valid actions)" ;;
+    hf:smollm2) echo "SmolLM2-135M-Instruct (bundled, zero-shot)" ;;
+  esac
+}
+agent_meta() {
+  case "$1" in
+    oracle | random) echo "kind=baseline" ;;
+    hf:smollm2) echo "model=HuggingFaceTB/SmolLM2-135M-Instruct" ;;
+  esac
+}
+slug() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g'; }
+
+mkdir -p "$PUBLISHED"
+for spec in random oracle hf:smollm2; do
+  run="$RUNS/$SUITE/$(slug "$spec")"
+  echo "== $spec ($run)"
+  "$EG" bench run "$SUITE" --agent "$spec" --out "$run" >/dev/null  # reuse, resume or run
+  day=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["created"][:10].replace("-", ""))' "$run/bench.json")
+  bundle="$PUBLISHED/${day}_$(slug "$spec").envgym.jsonl.gz"
+  for old in "$PUBLISHED"/*_"$(slug "$spec")".envgym.jsonl.gz; do
+    if [ -e "$old" ] && [ "$old" != "$bundle" ]; then rm -v "$old"; fi  # an older run of this agent
+  done
+  "$EG" leaderboard submit "$run" --out "$bundle" --text-cap "$TEXT_CAP" \
+    --name "$(agent_name "$spec")" --meta "$(agent_meta "$spec")"
+  "$EG" leaderboard verify "$bundle" >/dev/null  # exit 1 with the reason if the replay disagrees
+  echo "   verified by replay: $bundle"
+done
+
+# A board built from the published bundles alone (a fresh database), exported as static files.
+db="$RUNS/publish/leaderboard.db"
+rm -f "$db" "$db-wal" "$db-shm"
+mkdir -p "$(dirname "$db")"
+for bundle in "$PUBLISHED"/*.envgym.jsonl.gz; do
+  "$EG" leaderboard submit "$bundle" --db "$db" >/dev/null
+done
+"$EG" leaderboard list --db "$db" --suite "$SUITE"
+rm -rf "$SITE"
+"$EG" leaderboard export "$SITE" --db "$db"
+du -sh "$PUBLISHED" "$SITE"
