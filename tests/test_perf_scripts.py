@@ -206,3 +206,17 @@ def test_smollm2_script_quick() -> None:
     for row in doc["generation"]:
         assert row["completion_tokens"] == row["batch_size"] * row["new_tokens"]  # EOS ignored while timing
         assert row["tokens_per_s"] == pytest.approx(row["completion_tokens"] / row["seconds"])
+
+
+# ---------------------------------------------------------------- learn_frozenlake.py
+def test_learn_frozenlake_intervals() -> None:
+    """The interval helpers of the learning figure (the training itself takes 30 minutes)."""
+    learn = load_script("learn_frozenlake.py")
+    low, high = learn.wilson(0, 100)
+    assert low == 0.0 and abs(high - 0.0370) < 1e-3  # the rule-of-three neighbourhood, not [0, 0]
+    low, high = learn.wilson(50, 100)
+    assert abs(low - 0.4038) < 1e-3 and abs(high - 0.5962) < 1e-3
+    assert learn.valid_rate_ci([(5, 5)] * 40) == [1.0, 1.0]
+    mixed = [(5, 5)] * 20 + [(0, 5)] * 20
+    low, high = learn.valid_rate_ci(mixed)
+    assert 0.3 < low < 0.5 < high < 0.7
