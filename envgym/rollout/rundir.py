@@ -39,6 +39,7 @@ __all__ = [
     "load_run",
     "load_trajectories",
     "package_versions",
+    "record_session",
 ]
 
 CONFIG_FILE = "config.json"
@@ -193,31 +194,9 @@ class RunFolder:
         return {i: t for i, t in self.previous.items() if t.scored}
 
     def _write_meta(self) -> None:
-        meta_path = self.path / META_FILE
-        meta: dict[str, Any] = {}
-        if meta_path.exists():
-            try:
-                meta = json.loads(meta_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                meta = {}
-        session = {
-            "started_at": _now(),
-            "argv": list(sys.argv),
-            "resumed_from": len(self.previous),
-        }
-        meta.setdefault("created_at", session["started_at"])
-        meta.update(
-            {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "packages": package_versions(),
-                "git": git_commit(),
-            }
+        record_session(
+            self.path / META_FILE, {"started_at": _now(), "argv": list(sys.argv), "resumed_from": len(self.previous)}
         )
-        meta.setdefault("sessions", []).append(session)
-        tmp = meta_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, meta_path)
 
     def append(self, trajectory: Trajectory) -> None:
         """Write one finished episode and push it to disk before returning (thread-safe)."""
@@ -337,3 +316,29 @@ def export_parquet(path: str | os.PathLike[str], out: str | os.PathLike[str] | N
             raise MissingDependencyError("pyarrow", "data", "Parquet export") from err
         written.append(file)
     return written
+
+
+def record_session(meta_path: Path, session: dict[str, Any]) -> dict[str, Any]:
+    """Append ``session`` to the ``sessions`` of the ``meta.json`` at ``meta_path`` (created if
+    missing or unreadable), refresh the machine facts (Python, platform, package versions, git
+    commit), keep the first ``created_at``, write it atomically and return it."""
+    meta: dict[str, Any] = {}
+    if meta_path.exists():
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            meta = {}
+    meta.setdefault("created_at", session.get("started_at"))
+    meta.update(
+        {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "packages": package_versions(),
+            "git": git_commit(),
+        }
+    )
+    meta.setdefault("sessions", []).append(session)
+    tmp = meta_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    os.replace(tmp, meta_path)
+    return meta

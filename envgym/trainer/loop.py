@@ -61,7 +61,6 @@ import json
 import logging
 import math
 import os
-import platform
 import random
 import shutil
 import signal
@@ -341,34 +340,15 @@ class Trainer:
         return Path(value) if value is not None else None
 
     def _write_meta(self, checkpoint: Path | None) -> None:
-        from envgym.rollout.rundir import git_commit, package_versions
+        from envgym.rollout.rundir import record_session
 
-        path = self.out / META_FILE
-        meta: dict[str, Any] = {}
-        if path.exists():
-            try:
-                meta = json.loads(path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError:
-                meta = {}
         session = {
             "started_at": _now(),
             "argv": list(sys.argv),
             "resumed_from": str(checkpoint) if checkpoint else None,
             "world_size": self.dist.world_size,
         }
-        meta.setdefault("created_at", session["started_at"])
-        meta.update(
-            {
-                "python": sys.version.split()[0],
-                "platform": platform.platform(),
-                "packages": package_versions(),
-                "git": git_commit(),
-            }
-        )
-        meta.setdefault("sessions", []).append(session)
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        record_session(self.out / META_FILE, session)
 
     def _build(self) -> None:
         import torch
