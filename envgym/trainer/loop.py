@@ -923,24 +923,23 @@ class Trainer:
                 if total <= 0:
                     continue  # empty on every rank: no step
                 self.optimizer.zero_grad(set_to_none=True)
-                if minibatch is not None and skip_idle:
-                    active = _active_rows(minibatch)
-                    if len(active) < len(minibatch):
-                        idle = minibatch.select(sorted(set(range(len(minibatch))) - set(active)))
-                        skipped += len(idle)
-                        for key in ("loss/policy", "loss/total"):  # their loss is exactly 0
-                            _add(sums, weights, key, 0.0, (idle.tokens if per_token else len(idle)) / total)
-                        minibatch = minibatch.select(active) if active else None
-                if minibatch is None:
-                    parts = [(batch.select([0]), 0.0)]  # join the all-reduce, add nothing
-                else:
-                    parts = [
-                        (micro, (micro.tokens if per_token else len(micro)) / total)
-                        for micro in minibatch.split(cfg.micro_batch_size)
-                    ]
-                for i, (micro, share) in enumerate(parts):
-                    if share == 0 and not dist.active:
-                        continue  # nothing to add and no all-reduce to join
+                # (micro-batch, its share of the step, the share it had before idle rows were left out)
+                parts: list[tuple[TrainBatch, float, float]] = []
+                for micro in minibatch.split(cfg.micro_batch_size) if minibatch is not None else ():
+                    full = (micro.tokens if per_token else len(micro)) / total
+                    if skip_idle:
+                        active = _active_rows(micro)
+                        if len(active) < len(micro):
+                            skipped += len(micro) - len(active)
+                            if not active:
+                                for key in ("loss/policy", "loss/total"):  # its loss is exactly 0
+                                    _add(sums, weights, key, 0.0, full)
+                                continue
+                            micro = micro.select(active)
+                    parts.append((micro, (micro.tokens if per_token else len(micro)) / total, full))
+                if not parts and dist.active:
+                    parts = [(batch.select([0]), 0.0, 0.0)]  # join the all-reduce, add nothing
+                for i, (micro, share, full) in enumerate(parts):
                     with policy.no_sync() if i < len(parts) - 1 else nullcontext():
                         loss, stats = self._micro_loss(micro, losses, aggregation)
                         (loss["total"] * (share * dist.world_size)).backward()
@@ -948,7 +947,8 @@ class Trainer:
                         continue
                     tokens = float(micro.tokens)
                     for key, value in loss.items():
-                        _add(sums, weights, f"loss/{key}", float(value.detach()), share)
+                        # Left-out rows add 0 to the micro-batch's loss: report it over all its rows.
+                        _add(sums, weights, f"loss/{key}", float(value.detach()) * (share / full), full)
                     for key in ("clip_fraction", "approx_kl", "ratio_mean"):
                         if key in stats:
                             _add(sums, weights, f"policy/{key}", _scalar(stats[key]), tokens)
