@@ -27,20 +27,8 @@ if [ ! -x "$EG" ]; then
   exit 2
 fi
 
-agent_name() {
-  case "$1" in
-    oracle) echo "oracle (per-environment solver)" ;;
-    random) echo "random (uniform over valid actions)" ;;
-    hf:smollm2) echo "SmolLM2-135M-Instruct (bundled, zero-shot)" ;;
-  esac
-}
-agent_meta() {
-  case "$1" in
-    oracle | random) echo "kind=baseline" ;;
-    hf:smollm2) echo "model=HuggingFaceTB/SmolLM2-135M-Instruct" ;;
-  esac
-}
-slug() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]' | sed -E 's/[^a-z0-9]+/-/g; s/^-+|-+$//g'; }
+# shellcheck source=scripts/_agents.sh
+source scripts/_agents.sh
 
 mkdir -p "$PUBLISHED"
 for spec in random oracle hf:smollm2; do

@@ -37,23 +37,8 @@ if [ -z "${OMP_NUM_THREADS:-}" ] && [ -r /proc/loadavg ]; then
   fi
 fi
 
-agent_name() {
-  case "$1" in
-    oracle) echo "oracle (per-environment solver)" ;;
-    random) echo "random (uniform over valid actions)" ;;
-    hf:smollm2) echo "SmolLM2-135M-Instruct (bundled, zero-shot)" ;;
-    *) echo "$1" ;;
-  esac
-}
-agent_meta() {
-  case "$1" in
-    oracle) echo "kind=baseline" ;;
-    random) echo "kind=baseline" ;;
-    hf:smollm2) echo "model=HuggingFaceTB/SmolLM2-135M-Instruct" ;;
-    *) echo "kind=agent" ;;
-  esac
-}
-slug() { printf '%s' "$1" | tr '[:upper:]' '[:lower:]' | sed -E 's/@.*//; s/[^a-z0-9]+/-/g; s/^-+|-+$//g'; }
+# shellcheck source=scripts/_agents.sh
+source scripts/_agents.sh
 
 job_start=$SECONDS
 n=0

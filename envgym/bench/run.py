@@ -295,19 +295,18 @@ def run_suite(
     k = suite.trials if trials is None else trials
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(f"trials must be an integer >= 1, got {k!r}.")
+    harness: dict[str, Any] = {
+        "num_envs": num_envs,
+        "backend": backend,
+        "workers": workers,
+        "mode": mode,
+        "max_retries": max_retries,
+        "episode_timeout_s": episode_timeout_s,
+        "step_timeout_s": step_timeout_s,
+        "agent_timeout_s": agent_timeout_s,
+    }
     # Validate the harness settings once, before any folder is touched.
-    RunConfig(
-        env_id=suite.entries[0].env,
-        agent=agent,
-        num_envs=num_envs,
-        backend=backend,
-        workers=workers,
-        mode=mode,
-        max_retries=max_retries,
-        episode_timeout_s=episode_timeout_s,
-        step_timeout_s=step_timeout_s,
-        agent_timeout_s=agent_timeout_s,
-    )
+    RunConfig(env_id=suite.entries[0].env, agent=agent, **harness)
     prompt = suite.prompt_config  # the suite's prompt block: every entry, every agent
     folder = Path(out) if out is not None else default_out(suite, agent)
     from envgym import __version__
@@ -383,14 +382,7 @@ def run_suite(
                 env_kwargs=entry.env_kwargs,
                 max_turns=entry.max_turns,
                 prompt=prompt,
-                num_envs=num_envs,
-                backend=backend,
-                workers=workers,
-                mode=mode,
-                max_retries=max_retries,
-                episode_timeout_s=episode_timeout_s,
-                step_timeout_s=step_timeout_s,
-                agent_timeout_s=agent_timeout_s,
+                **harness,
             )
             hook = None
             if on_episode_end is not None:
