@@ -32,6 +32,8 @@ logger = logging.getLogger(__name__)
 Kind = Literal["gymnasium", "aec", "parallel"]
 ENV_ID = re.compile(r"^(?P<namespace>[\w.-]+)/(?P<name>[\w.-]+?)-v(?P<version>\d+)$")
 ENTRY_POINT_GROUP = "envgym.environments"
+#: The package whose subpackages are the built-in families (each with a ``SPECS`` list).
+FAMILIES_PACKAGE = "envgym.environments"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -115,11 +117,11 @@ def register(spec: EnvSpec) -> None:
 
 
 def _family_modules() -> Iterable[tuple[str, str]]:
-    from envgym import environments
-
-    for info in sorted(pkgutil.iter_modules(environments.__path__), key=lambda m: m.name):
+    # By name: the library reaches environments only by string (the package's __init__ is tiny).
+    families = importlib.import_module(FAMILIES_PACKAGE)
+    for info in sorted(pkgutil.iter_modules(families.__path__), key=lambda m: m.name):
         if info.ispkg and not info.name.startswith("_"):
-            yield info.name, f"envgym.environments.{info.name}"
+            yield info.name, f"{FAMILIES_PACKAGE}.{info.name}"
 
 
 def _plugin_modules() -> Iterable[tuple[str, str]]:

@@ -3,7 +3,8 @@
 #   leaderboards/core-v1/<run date>_<agent>.envgym.jsonl.gz   the bundles of random, oracle and
 #                                                             hf:smollm2, each verified by replay
 #   leaderboards/site/                                        a static export of a board built
-#                                                             from those bundles only
+#                                                             from those bundles only (generated
+#                                                             output: git ignores it)
 # The bench runs are the main job's (runs/main/core-v1/<agent>, see scripts/run.sh): a finished
 # run is reused as it is, a missing or unfinished one is run or resumed here. Bundles are
 # deterministic (the same run gives the same file), so re-running this script changes nothing
