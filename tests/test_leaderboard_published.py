@@ -1,9 +1,10 @@
 """The published leaderboard entries in ``leaderboards/`` (made by ``scripts/publish_baselines.sh``).
 
 Every published bundle must verify by replay against the installed suite, and the static site
-next to them must show exactly those bundles with the replayed scores, with links that resolve.
-Replay steps the recorded actions in the environments: the bundled LLM's entry verifies without
-torch or transformers (checked in a fresh interpreter).
+built from them (generated, never committed: the publish script writes ``leaderboards/site/``,
+this test its own copy under a temporary folder) must show exactly those bundles with the
+replayed scores, with links that resolve. Replay steps the recorded actions in the environments:
+the bundled LLM's entry verifies without torch or transformers (checked in a fresh interpreter).
 """
 
 from __future__ import annotations
@@ -26,27 +27,36 @@ PUBLISHED = ROOT / "leaderboards"
 SUITE_ID = "core-v1"
 AGENTS = {"random", "oracle", "hf:smollm2"}
 BUNDLES = sorted((PUBLISHED / SUITE_ID).glob("*.envgym.jsonl.gz"))
-SITE = PUBLISHED / "site"
 
+# Verify every bundle, store the verified ones in a fresh board and export it as the publish
+# script does (one replay serves both checks).
 VERIFY_ALL = """
-import json, sys
+import json, os, sys
+from pathlib import Path
+from envgym.leaderboard.pages import export_site
+from envgym.leaderboard.store import Store
 from envgym.leaderboard.verify import verify_bundle
+site = Path(sys.argv[1])
 out = {}
-for path in sys.argv[1:]:
-    verified = verify_bundle(path)
-    out[path] = {"hash": verified.bundle.content_hash, "agent": verified.bundle.manifest["agent"]["spec"],
-                 "scores": verified.scores.to_dict()}
+with Store(site.parent / "board.db") as store:
+    for path in sys.argv[2:]:
+        verified = verify_bundle(path)
+        out[path] = {"hash": verified.bundle.content_hash, "agent": verified.bundle.manifest["agent"]["spec"],
+                     "scores": verified.scores.to_dict()}
+        store.add(verified, bundle_size=os.path.getsize(path))
+    export_site(store, site)
 out["modules"] = sorted(m for m in ("torch", "transformers") if m in sys.modules)
 print(json.dumps(out))
 """
 
 
 @pytest.fixture(scope="module")
-def replayed() -> dict[str, Any]:
-    """Every published bundle verified in a fresh interpreter against the repository's suites."""
+def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    """Every published bundle verified in a fresh interpreter, and the static site of a board of them."""
+    site = tmp_path_factory.mktemp("published") / "site"
     env = {k: v for k, v in os.environ.items() if k != "ENVGYM_BENCHMARKS"}  # the installed suites decide
     done = subprocess.run(
-        [sys.executable, "-c", VERIFY_ALL, *map(str, BUNDLES)],
+        [sys.executable, "-c", VERIFY_ALL, str(site), *map(str, BUNDLES)],
         check=False,
         capture_output=True,
         text=True,
@@ -54,7 +64,17 @@ def replayed() -> dict[str, Any]:
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    return json.loads(done.stdout), site
+
+
+@pytest.fixture(scope="module")
+def replayed(built: tuple[dict[str, Any], Path]) -> dict[str, Any]:
+    return dict(built[0])
+
+
+@pytest.fixture(scope="module")
+def site(built: tuple[dict[str, Any], Path]) -> Path:
+    return built[1]
 
 
 def test_the_three_baselines_are_published() -> None:
@@ -73,7 +93,7 @@ def test_the_three_baselines_are_published() -> None:
         assert manifest["suite_spec"]["prompt"] == dict(suite.prompt)  # the reply limits the run was held to
         assert manifest["episodes"] == len(bundle.episodes) == sum(e.episodes for e in suite.entries)
     assert specs == AGENTS
-    assert sum(p.stat().st_size for p in PUBLISHED.rglob("*") if p.is_file()) < 2_500_000
+    assert sum(p.stat().st_size for p in BUNDLES) < 1_000_000
 
 
 def test_every_published_bundle_verifies_by_replay_without_a_model(replayed: dict[str, Any]) -> None:
@@ -91,15 +111,17 @@ def test_every_published_bundle_verifies_by_replay_without_a_model(replayed: dic
     assert by_agent["hf:smollm2"]["success_rate"] <= by_agent["oracle"]["success_rate"]
 
 
-def test_the_site_shows_the_published_bundles_with_their_replayed_scores(replayed: dict[str, Any]) -> None:
+def test_the_site_shows_the_published_bundles_with_their_replayed_scores(
+    replayed: dict[str, Any], site: Path
+) -> None:
     replayed = {k: v for k, v in replayed.items() if k != "modules"}
-    board = json.loads((SITE / "api" / "suites" / SUITE_ID / "entries.json").read_text(encoding="utf-8"))
+    board = json.loads((site / "api" / "suites" / SUITE_ID / "entries.json").read_text(encoding="utf-8"))
     assert sorted(b["content_hash"] for b in board) == sorted(r["hash"] for r in replayed.values())
     for row in board:
         claimed = next(r["scores"] for r in replayed.values() if r["hash"] == row["content_hash"])
         assert row["success_rate"] == pytest.approx(claimed["success_rate"], abs=1e-12)
         assert row["mean_reward"] == pytest.approx(claimed["mean_reward"], abs=1e-12)
-        assert (SITE / "entries" / f"{row['id']}.html").is_file()
+        assert (site / "entries" / f"{row['id']}.html").is_file()
     assert [b["rank"] for b in board] == list(range(1, len(board) + 1))
 
 
@@ -114,9 +136,9 @@ class _Links(HTMLParser):
         ]
 
 
-def test_the_site_links_resolve_and_its_json_parses() -> None:
-    pages = sorted(SITE.rglob("*.html"))
-    assert (SITE / "index.html") in pages and (SITE / "suites" / f"{SUITE_ID}.html") in pages
+def test_the_site_links_resolve_and_its_json_parses(site: Path) -> None:
+    pages = sorted(site.rglob("*.html"))
+    assert (site / "index.html") in pages and (site / "suites" / f"{SUITE_ID}.html") in pages
     for page in pages:
         parser = _Links()
         parser.feed(page.read_text(encoding="utf-8"))
@@ -124,7 +146,7 @@ def test_the_site_links_resolve_and_its_json_parses() -> None:
             parts = urlsplit(link)
             assert not parts.scheme and not link.startswith("/"), (page, link)
             assert (page.parent / unquote(parts.path)).resolve().is_file(), (page, link)
-    documents = sorted((SITE / "api").rglob("*.json"))
+    documents = sorted((site / "api").rglob("*.json"))
     assert len(documents) >= 3
     for document in documents:
         json.loads(document.read_text(encoding="utf-8"))

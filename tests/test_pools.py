@@ -127,6 +127,31 @@ def test_results_carry_env_time_and_samples() -> None:
         assert last.sampled_action is None
 
 
+@pytest.mark.parametrize("backend", ["inproc", "process"])
+def test_a_pool_of_several_envs_plays_the_one_each_reset_names(backend: str) -> None:
+    kinds = [("envgym/FrozenLake-v0", {"max_turns": 3}), ("envgym/Sokoban-v0", {"size": 6})]
+    with make_pool("envgym/FrozenLake-v0", {"max_turns": 3}, num_slots=1) as lake, make_pool(
+        "envgym/Sokoban-v0", {"size": 6}, num_slots=1
+    ) as boxes:
+        alone = {0: ok(lake.reset([ResetRequest(0, 5)])[0]), 1: ok(boxes.reset([ResetRequest(0, 5)])[0])}
+        after = {0: ok(lake.step([StepRequest(0, "up")])[0]), 1: ok(boxes.step([StepRequest(0, "up")])[0])}
+    with make_pool(kinds, num_slots=2, backend=backend, workers=2) as pool:
+        assert pool.envs == [(k, dict(kw)) for k, kw in kinds] and pool.env_id == "envgym/FrozenLake-v0"
+        # Slot 0 plays each kind in turn (its env is replaced), slot 1 the second kind.
+        for kind in (0, 1, 0):
+            got = [ok(r) for r in pool.reset([ResetRequest(0, 5, env=kind), ResetRequest(1, 5, env=1)])]
+            assert got[0].observation == alone[kind].observation and got[1].observation == alone[1].observation
+            stepped = [ok(r) for r in pool.step([StepRequest(0, "up"), StepRequest(1, "up")])]
+            assert stepped[0].observation == after[kind].observation
+            assert stepped[1].observation == after[1].observation
+        with pytest.raises(ValueError, match=r"ResetRequest.env must index the pool's 2 env\(s\) \(0 to 1\), got 2"):
+            pool.reset([ResetRequest(0, 5, env=2)])
+    with pytest.raises(ConfigError, match="give env_kwargs inside each"):
+        make_pool(kinds, {"size": 6}, num_slots=1)
+    with pytest.raises(ConfigError, match=r"each env of a pool must be an \(env_id, env_kwargs\) pair"):
+        make_pool(["envgym/Sokoban-v0"], num_slots=1)
+
+
 # ---------------------------------------------------------------- env errors
 @pytest.mark.parametrize("backend", ["inproc", "process"])
 def test_env_exception_fails_only_its_request_and_the_slot_recovers(backend: str) -> None:
