@@ -350,7 +350,7 @@ def test_malformed_bundles_get_clear_errors(bundles: dict[str, Bundle], tmp_path
         read_bundle(good, max_bytes=1000)
     with pytest.raises(BundleError, match="does not exist"):
         read_bundle(tmp_path / "nope.gz")
-    with pytest.raises(BundleError, match="bench.json is missing"):
+    with pytest.raises(BundleError, match=r"is not a bench run folder \(no bench.json\)"):
         make_bundle(tmp_path)
 
 

@@ -115,8 +115,26 @@ class BenchRun:
     def trials(self) -> int:
         return int(self.meta["trials"])
 
+    @property
+    def entry_names(self) -> list[str]:
+        """The entries, in the suite's order, as ``bench.json`` lists them."""
+        return list(self.meta["entries"])
+
     def entry_dir(self, name: str) -> Path:
         return self.path / ENTRIES_DIR / name
+
+    def entry_config(self, name: str) -> dict[str, Any]:
+        """The entry's run configuration (its run folder's ``config.json``)."""
+        config = _read_json(self.entry_dir(name) / "config.json")
+        if not isinstance(config, dict):
+            raise ConfigError(f"{self.entry_dir(name) / 'config.json'} is not a JSON object; the run folder is damaged.")
+        return config
+
+    def suite_document(self) -> Any:
+        """``suite.yaml`` as the plain data it holds (the resolved suite, as run)."""
+        import yaml
+
+        return yaml.safe_load((self.path / SUITE_FILE).read_text(encoding="utf-8"))
 
     def trajectories(self, name: str) -> list[Trajectory]:
         """The recorded episodes of entry ``name`` (empty when it has not run yet)."""
@@ -168,6 +186,17 @@ def load_bench_run(path: str | os.PathLike[str]) -> BenchRun:
     for key in ("suite", "agent", "trials", "entries"):
         if key not in meta:
             raise ConfigError(f"{bench_file}: missing field {key!r}; the bench run folder is damaged.")
+    suite_meta = meta["suite"]
+    if not isinstance(suite_meta, Mapping) or not all(
+        isinstance(suite_meta.get(k), (str, int)) for k in ("id", "name", "sha256")
+    ):
+        raise ConfigError(f"{bench_file}: 'suite' must hold id, name, version and sha256, got {suite_meta!r:.120}.")
+    names = meta["entries"]
+    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
+        raise ConfigError(f"{bench_file}: 'entries' must be the list of entry names, got {names!r:.120}.")
+    trials = meta["trials"]
+    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
+        raise ConfigError(f"{bench_file}: 'trials' must be an integer >= 1, got {trials!r}.")
     suite_file = folder / SUITE_FILE
     try:
         data = yaml.safe_load(suite_file.read_text(encoding="utf-8"))

@@ -33,12 +33,10 @@ recompute it). Honesty comes from the replay in :mod:`envgym.leaderboard.verify`
 
 from __future__ import annotations
 
-import datetime as _dt
 import gzip
 import hashlib
 import io
 import json
-import math
 import os
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,7 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envgym.errors import EnvgymError
+from envgym._clock import utc_timestamp
+from envgym.bench.run import BENCH_FORMAT, load_bench_run
+from envgym.errors import ConfigError, EnvgymError
+from envgym.registration import ENV_ID
+from envgym.rollout.records import episode_record
+from envgym.rollout.rundir import load_trajectories
 
 __all__ = [
     "BENCH_FORMAT",
@@ -63,7 +66,6 @@ __all__ = [
 ]
 
 BUNDLE_FORMAT = "envgym-bundle/1"
-BENCH_FORMAT = "envgym-bench-run/1"
 BUNDLE_SUFFIX = ".envgym.jsonl.gz"
 #: Characters kept of each observation and completion (the viewer's copy; actions stay whole).
 DEFAULT_TEXT_CAP = 2000
@@ -131,56 +133,31 @@ def _read_json(path: Path) -> Any:
         raise BundleError(f"{path} is not valid JSON ({err}).") from err
 
 
-def _cut(text: Any, cap: int) -> Any:
-    if not isinstance(text, str) or len(text) <= cap:
-        return text
-    return text[:cap] + f"\u2026 [{len(text) - cap} more characters cut]"
+#: The keys of an :class:`~envgym.rollout.records.EpisodeRecord` a bundle keeps, in this order,
+#: after its ``entry`` (``trial`` is the record's ``member``).
+EPISODE_KEYS = (
+    "seed",
+    "trial",
+    "index",
+    "task_id",
+    "scored",
+    "termination_reason",
+    "success",
+    "total_reward",
+    "reward_components",
+    "num_turns",
+    "invalid_actions",
+    "truncated_by",
+    "errors",
+    "final_observation",
+    "turns",
+)
 
 
-def _finite(value: Any) -> Any:
-    """Floats as JSON numbers; non-finite ones (never a valid reward) become their text."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return value
-
-
-def _episode_record(entry: str, trajectory: Any, cap: int) -> dict[str, Any]:
-    turns = [
-        {
-            "action": turn.action,
-            "reward": _finite(float(turn.reward)),
-            "reward_components": {k: _finite(float(v)) for k, v in turn.reward_components.items()},
-            "action_valid": bool(turn.action_valid),
-            "terminated": bool(turn.terminated),
-            "truncated": bool(turn.truncated),
-            "observation": _cut(turn.observation, cap),
-            "completion": _cut(turn.completion, cap),
-            "format_ok": turn.format_ok,
-        }
-        for turn in trajectory.turns
-    ]
-    return {
-        "entry": entry,
-        "seed": trajectory.seed,
-        "trial": trajectory.member,
-        "index": trajectory.index,
-        "task_id": trajectory.task_id,
-        "scored": trajectory.scored,
-        "termination_reason": trajectory.termination_reason,
-        "success": bool(trajectory.success),
-        "total_reward": _finite(float(trajectory.total_reward)),
-        "reward_components": {k: _finite(float(v)) for k, v in trajectory.reward_components.items()},
-        "num_turns": len(turns),
-        "invalid_actions": trajectory.invalid_actions,
-        "truncated_by": trajectory.extra.get("truncated_by"),
-        "errors": list(trajectory.errors),
-        "final_observation": _cut(trajectory.final_observation, cap),
-        "turns": turns,
-    }
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
+def _bundle_episode(entry: str, trajectory: Any, cap: int) -> dict[str, Any]:
+    record: dict[str, Any] = dict(episode_record(trajectory, text_cap=cap))
+    record["trial"] = record["member"]
+    return {"entry": entry, **{key: record[key] for key in EPISODE_KEYS}}
 
 
 def make_bundle(
@@ -199,45 +176,28 @@ def make_bundle(
         metadata: free ``key -> value`` facts about the agent (model, scaffold, authors, flags).
         text_cap: characters kept of each observation and completion.
     """
-    import yaml
-
-    from envgym.registration import ENV_ID
-    from envgym.rollout.rundir import load_trajectories
-
     if not isinstance(text_cap, int) or text_cap < 0:
         raise BundleError(f"text_cap must be an integer >= 0, got {text_cap!r}.")
     root = Path(run_dir)
     if not root.is_dir():
         raise BundleError(f"{root} is not a folder; pass the folder of a bench run (envgym bench run --out DIR).")
-    bench = _read_json(root / "bench.json")
-    if not isinstance(bench, Mapping) or bench.get("format") != BENCH_FORMAT:
-        got = bench.get("format") if isinstance(bench, Mapping) else type(bench).__name__
-        raise BundleError(f"{root / 'bench.json'}: expected format {BENCH_FORMAT!r}, got {got!r}.")
-    suite = bench.get("suite")
-    if not isinstance(suite, Mapping) or not all(
-        isinstance(suite.get(k), (str, int)) for k in ("id", "name", "sha256")
-    ):
-        raise BundleError(f"{root / 'bench.json'}: 'suite' must hold id, name, version and sha256, got {suite!r:.120}.")
     try:
-        suite_spec = yaml.safe_load((root / "suite.yaml").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise BundleError(f"{root / 'suite.yaml'} is missing: a bench run folder holds its resolved suite.") from None
-    except yaml.YAMLError as err:
-        raise BundleError(f"{root / 'suite.yaml'} is not valid YAML ({err}).") from err
-    names = bench.get("entries")
-    if not isinstance(names, list) or not names or not all(isinstance(n, str) for n in names):
-        raise BundleError(f"{root / 'bench.json'}: 'entries' must be the list of entry names, got {names!r:.120}.")
-    trials = bench.get("trials")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise BundleError(f"{root / 'bench.json'}: 'trials' must be an integer >= 1, got {trials!r}.")
+        run = load_bench_run(root)  # the bench owns its folder format; this checks it
+        suite_spec = run.suite_document()
+    except (ConfigError, OSError) as err:
+        raise BundleError(str(err)) from err
+    bench, suite, names, trials = run.meta, run.meta["suite"], run.entry_names, run.trials
 
     entries: list[dict[str, Any]] = []
     episodes: list[dict[str, Any]] = []
     last_finished = ""
     for entry in names:
-        folder = root / "entries" / entry
-        config = _read_json(folder / "config.json")
-        env_id = config.get("env_id") if isinstance(config, Mapping) else None
+        folder = run.entry_dir(entry)
+        try:
+            config = run.entry_config(entry)
+        except ConfigError as err:
+            raise BundleError(str(err)) from err
+        env_id = config.get("env_id")
         match = ENV_ID.match(env_id) if isinstance(env_id, str) else None
         if match is None:
             raise BundleError(
@@ -257,7 +217,7 @@ def make_bundle(
                 "episodes": len(trajectories),
             }
         )
-        episodes += [_episode_record(entry, t, text_cap) for t in trajectories]
+        episodes += [_bundle_episode(entry, t, text_cap) for t in trajectories]
         last_finished = max([last_finished, *(str(t.finished_at or "") for t in trajectories)])
     order = {n: i for i, n in enumerate(names)}
     episodes.sort(key=lambda e: (order[e["entry"]], e["seed"] if isinstance(e["seed"], int) else 0, e["trial"]))
@@ -286,7 +246,7 @@ def make_bundle(
         "created": str(bench.get("created", "")),
         # The run's last recorded episode, not the clock: bundling the same run (same name,
         # metadata and text cap) twice gives the same bundle, so a resubmission is the same entry.
-        "bundled_at": last_finished or _now(),
+        "bundled_at": last_finished or utc_timestamp("seconds"),
         "episodes": len(episodes),
         "text_cap": text_cap,
     }

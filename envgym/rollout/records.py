@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, TypedDict
 
 from envgym.core import TerminationReason
 
-__all__ = ["Trajectory", "Turn", "json_safe"]
+__all__ = ["EpisodeRecord", "Trajectory", "Turn", "cut_text", "episode_record", "json_safe"]
 
 #: Record format version, written into every line; readers refuse newer formats.
 RECORD_VERSION = 1
@@ -217,3 +217,82 @@ class Trajectory:
             for key in TURN_TIMING_FIELDS:
                 turn.pop(key, None)
         return data
+
+
+# -- the one flat projection of an episode -----------------------------------------------------------
+def cut_text(text: Any, cap: int | None) -> Any:
+    """``text`` cut to ``cap`` characters with a marker saying how many were cut (non-strings and
+    ``cap=None`` pass through)."""
+    if cap is None or not isinstance(text, str) or len(text) <= cap:
+        return text
+    return text[:cap] + f"\u2026 [{len(text) - cap} more characters cut]"
+
+
+class EpisodeRecord(TypedDict, total=False):
+    """An episode as a flat JSON document: what ``envgym run --per-episode`` prints and what a
+    leaderboard bundle stores per episode (which adds its entry name and keeps ``trial`` for
+    ``member``). Built by :func:`episode_record`, the only projection of a :class:`Trajectory`."""
+
+    episode_id: str
+    index: int
+    env_id: str
+    seed: int | None
+    group: int
+    member: int
+    task_id: str
+    scored: bool
+    termination_reason: str
+    success: bool
+    total_reward: float | str
+    reward_components: dict[str, float | str]
+    num_turns: int
+    invalid_actions: int
+    truncated_by: str | None
+    attempts: int
+    errors: list[str]
+    wall_time_s: float
+    final_observation: str
+    turns: list[dict[str, Any]]
+
+
+def episode_record(trajectory: Trajectory, *, text_cap: int | None = None, turns: bool = True) -> EpisodeRecord:
+    """``trajectory`` as an :class:`EpisodeRecord`: numbers JSON-safe (a non-finite float becomes
+    its text), texts cut to ``text_cap`` characters, and with ``turns`` each turn's action,
+    reward, components, flags, observation, completion and format verdict."""
+    record = EpisodeRecord(
+        episode_id=trajectory.episode_id,
+        index=trajectory.index,
+        env_id=trajectory.env_id,
+        seed=trajectory.seed,
+        group=trajectory.group,
+        member=trajectory.member,
+        task_id=trajectory.task_id,
+        scored=trajectory.scored,
+        termination_reason=trajectory.termination_reason,
+        success=bool(trajectory.success),
+        total_reward=json_safe(float(trajectory.total_reward)),
+        reward_components={k: json_safe(float(v)) for k, v in trajectory.reward_components.items()},
+        num_turns=len(trajectory.turns),
+        invalid_actions=trajectory.invalid_actions,
+        truncated_by=trajectory.extra.get("truncated_by"),
+        attempts=trajectory.attempts,
+        errors=list(trajectory.errors),
+        wall_time_s=round(trajectory.wall_time_s, 6),
+        final_observation=cut_text(trajectory.final_observation, text_cap),
+    )
+    if turns:
+        record["turns"] = [
+            {
+                "action": turn.action,
+                "reward": json_safe(float(turn.reward)),
+                "reward_components": {k: json_safe(float(v)) for k, v in turn.reward_components.items()},
+                "action_valid": bool(turn.action_valid),
+                "terminated": bool(turn.terminated),
+                "truncated": bool(turn.truncated),
+                "observation": cut_text(turn.observation, text_cap),
+                "completion": cut_text(turn.completion, text_cap),
+                "format_ok": turn.format_ok,
+            }
+            for turn in trajectory.turns
+        ]
+    return record

@@ -12,9 +12,16 @@ Three backends for the environments (:mod:`envgym.rollout.pools`): in this proce
 a subprocess worker pool (``process``) and Ray actors (``ray``). A worker that dies is replaced
 and its episodes restarted.
 
-Episode ``i`` plays environment seed ``seed + i // group_size`` (``group_size`` episodes share a
-seed: group rollouts for GRPO), so the same configuration replays the same tasks, in any mode, on
-any backend, whether the run is interrupted and resumed or not.
+A run plays a task list (:mod:`envgym.rollout.tasks`): one :class:`EpisodeTask` per episode,
+naming its environment, seed, group and member, so episodes of different environments share one
+lock-step batch. Without a list, episode ``i`` plays environment seed ``seed + i // group_size``
+(``group_size`` episodes share a seed: group rollouts for GRPO). The same configuration replays
+the same tasks, in any mode, on any backend, whether the run is interrupted and resumed or not.
+
+Turn limits: the environment's own ``max_turns`` (an env kwarg) is the authoritative one; the
+harness's ``max_turns`` (run-wide, or per task) is an outer cap that truncates an episode the
+environment has not ended (``truncated_by="harness_max_turns"``), and the rules of when an episode
+ends live in :mod:`envgym.rollout.ending`, shared with the leaderboard's replay.
 
 Infrastructure failures (the environment raising or its worker dying, the agent raising or
 returning something that is not an :class:`AgentOutput`, wall-clock limits) restart the episode
@@ -25,7 +32,6 @@ up to ``max_retries`` times; after that the episode is recorded with its reason
 from __future__ import annotations
 
 import collections
-import datetime as _dt
 import logging
 import math
 import threading
@@ -35,38 +41,54 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from envgym import registration
+from envgym._clock import utc_timestamp
 from envgym.core import TerminationReason
 from envgym.errors import ConfigError, StopRun, suggest
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
-from envgym.rollout.pools import EnvFailure, EnvPool, ResetRequest, StepRequest, StepResult, make_pool
+from envgym.rollout.ending import episode_end
+from envgym.rollout.pools import BACKENDS, EnvFailure, EnvPool, ResetRequest, StepRequest, StepResult, make_pool
 from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
 from envgym.rollout.records import Trajectory, Turn, json_safe
 from envgym.rollout.rundir import RunFolder
 from envgym.rollout.summary import summarize
+from envgym.rollout.tasks import EpisodeTask, default_tasks, parse_tasks
 
-__all__ = ["RunConfig", "RunResult", "Runner", "run", "run_episodes"]
+__all__ = ["EpisodeTask", "RunConfig", "RunResult", "Runner", "run", "run_episodes"]
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("inproc", "process", "ray")
 MODES = ("lockstep", "async")
 #: RunConfig fields that decide what the episodes contain; resuming with one changed is refused.
-IDENTITY_KEYS = ("env_id", "env_kwargs", "agent", "seed", "group_size", "max_turns", "prompt", "agent_options")
+IDENTITY_KEYS = (
+    "env_id",
+    "env_kwargs",
+    "agent",
+    "seed",
+    "group_size",
+    "max_turns",
+    "prompt",
+    "agent_options",
+    "tasks",
+)
+#: Episodes of a run without a task list or an explicit count.
+DEFAULT_EPISODES = 10
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """One rollout run. Validated on construction, before any environment or model loads."""
 
-    env_id: str
-    """Registered environment id, e.g. ``envgym/Sokoban-v0``."""
+    env_id: str | None = None
+    """Registered environment id, e.g. ``envgym/Sokoban-v0`` (with ``tasks``: default the first
+    task's)."""
     agent: str | None = None
     """Agent spec (``random``, ``oracle``, ``hf:smollm2``, ``openai:MODEL@URL``, ``human``);
     ``None`` when the runner is given an agent object (its ``name`` is recorded)."""
     agent_options: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments for the agent's constructor (``temperature``, ``max_new_tokens``, ...)."""
-    episodes: int = 10
-    """Episodes in total (a multiple of ``group_size``)."""
+    episodes: int | None = None
+    """Episodes in total (a multiple of ``group_size``); default 10, or the length of ``tasks``."""
     seed: int = 0
     """Environment seed of the first group; group ``g`` plays ``seed + g``."""
     group_size: int = 1
@@ -74,7 +96,13 @@ class RunConfig:
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``envgym.make``."""
     max_turns: int | None = None
-    """Harness turn limit per episode (truncates, reason ``max_turns``); ``None``: the env's own."""
+    """Harness turn limit per episode, an outer cap over the env's own ``max_turns`` kwarg
+    (truncates, reason ``max_turns``); ``None``: the env's own."""
+    tasks: Sequence[EpisodeTask] | None = None
+    """The episodes to play, one :class:`EpisodeTask` each (env id, kwargs, seed, group, member,
+    turn limit), of any environments; ``None``: ``episodes`` episodes of ``env_id`` from ``seed``
+    (:func:`~envgym.rollout.tasks.default_tasks`). With a list, ``env_kwargs``, ``seed`` and
+    ``group_size`` only describe the run (``seed`` still seeds the agent)."""
     num_envs: int = 8
     """Environment instances (episodes played at the same time)."""
     backend: str = "inproc"
@@ -97,13 +125,27 @@ class RunConfig:
     """Address of an existing Ray cluster; ``None`` starts a local one when needed."""
 
     def __post_init__(self) -> None:
+        if self.tasks is not None:
+            tasks = parse_tasks(self.tasks)
+            object.__setattr__(self, "tasks", tasks)
+            if self.env_id is None:
+                object.__setattr__(self, "env_id", tasks[0].env_id)
+            if self.episodes is None:
+                object.__setattr__(self, "episodes", len(tasks))
+            elif self.episodes != len(tasks):
+                raise ConfigError(
+                    f"episodes ({self.episodes}) differs from the number of tasks ({len(tasks)}); leave episodes out "
+                    f"when giving tasks."
+                )
+        elif self.episodes is None:
+            object.__setattr__(self, "episodes", DEFAULT_EPISODES)
         if not isinstance(self.env_id, str) or not self.env_id:
             raise ConfigError(
                 f"env_id must be a registered environment id such as 'envgym/Sokoban-v0', got {self.env_id!r}."
             )
         for name in ("episodes",):
             value = getattr(self, name)
-            if not isinstance(value, int) or value < 0:
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}.")
         for name in ("group_size", "num_envs", "workers"):
             value = getattr(self, name)
@@ -111,7 +153,7 @@ class RunConfig:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}.")
         if not isinstance(self.seed, int):
             raise ConfigError(f"seed must be an integer, got {self.seed!r}.")
-        if self.episodes % self.group_size:
+        if self.tasks is None and self.episodes % self.group_size:
             raise ConfigError(
                 f"episodes ({self.episodes}) must be a multiple of group_size ({self.group_size}): every group "
                 f"plays group_size episodes; try episodes={self.episodes - self.episodes % self.group_size or self.group_size}."
@@ -137,7 +179,17 @@ class RunConfig:
 
     @property
     def groups(self) -> int:
+        if self.tasks is not None:
+            return len({t.group for t in self.tasks})
         return self.episodes // self.group_size
+
+    def task_list(self) -> tuple[EpisodeTask, ...]:
+        """Every episode's task: ``tasks``, or the default list from ``env_id``/``seed``/``group_size``."""
+        if self.tasks is not None:
+            return tuple(self.tasks)
+        return default_tasks(
+            self.env_id, episodes=self.episodes, seed=self.seed, group_size=self.group_size, env_kwargs=self.env_kwargs
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form (what a run folder's ``config.json`` holds)."""
@@ -145,6 +197,7 @@ class RunConfig:
         data["prompt"] = self.prompt.to_dict()
         data["env_kwargs"] = json_safe(dict(self.env_kwargs))
         data["agent_options"] = json_safe(dict(self.agent_options))
+        data["tasks"] = None if self.tasks is None else [t.to_dict() for t in self.tasks]
         return data
 
     @classmethod
@@ -170,19 +223,17 @@ class RunResult:
     path: Path | None = None
 
 
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
-
-
 class _Live:
-    """One live episode attempt."""
+    """One live episode attempt (``index``: the task's position in the run's list)."""
 
-    __slots__ = ("conv", "done", "index", "info", "obs", "sampled", "slot", "t0", "traj")
+    __slots__ = ("conv", "done", "index", "info", "kind", "max_turns", "obs", "sampled", "slot", "t0", "traj")
 
-    def __init__(self, index: int, slot: int, traj: Trajectory) -> None:
+    def __init__(self, index: int, slot: int, traj: Trajectory, kind: int, max_turns: int | None) -> None:
         self.index = index
         self.slot = slot
         self.traj = traj
+        self.kind = kind
+        self.max_turns = max_turns
         self.obs = ""
         self.info: dict[str, Any] = {}
         self.conv: Conversation | None = None
@@ -219,6 +270,8 @@ class Runner:
         on_episode_end: called with every recorded :class:`Trajectory` (from the runner's thread;
             in async mode from worker threads, one at a time).
         on_turns: called with the number of turns just played (progress bars: turns/s).
+        on_task_end: called as ``on_task_end(task, trajectory)`` with every recorded episode and
+            the :class:`EpisodeTask` it played (e.g. to file it under ``task.tag``).
     """
 
     def __init__(
@@ -229,8 +282,22 @@ class Runner:
         out: str | Path | None = None,
         on_episode_end: Callable[[Trajectory], None] | None = None,
         on_turns: Callable[[int], None] | None = None,
+        on_task_end: Callable[[EpisodeTask, Trajectory], None] | None = None,
     ) -> None:
         self.config = config
+        self.on_task_end = on_task_end
+        self.tasks = config.task_list()
+        # Each distinct (env id, kwargs) is one env kind of the pool; a task plays its kind.
+        keys: dict[tuple[str, str], int] = {}
+        self._kinds: list[tuple[str, dict[str, Any]]] = []
+        self._task_kind: list[int] = []
+        for task in self.tasks:
+            key = task.env_key
+            if key not in keys:
+                keys[key] = len(self._kinds)
+                self._kinds.append((task.env_id, dict(task.env_kwargs)))
+            self._task_kind.append(keys[key])
+        self._numbers = [t.index if t.index is not None else i for i, t in enumerate(self.tasks)]
         self._agent = agent
         self.out = Path(out) if out is not None else None
         self.on_episode_end = on_episode_end
@@ -240,30 +307,27 @@ class Runner:
         self._done: dict[int, Trajectory] = {}
         self._folder: RunFolder | None = None
         self._stop = threading.Event()
-        self._env_version: int | None = None
         self._agent_name = config.agent or "agent"
 
     # -- public -----------------------------------------------------------------------------
     def run(self) -> RunResult:
         """Play every episode not already recorded in the run folder; return all of them."""
-        from envgym.registration import spec
-
         cfg = self.config
-        env_spec = spec(cfg.env_id)  # unknown ids fail here, before anything loads
-        if env_spec.kind != "gymnasium":
-            raise ConfigError(
-                f"{cfg.env_id!r} is a multi-agent ({env_spec.kind}) environment; the runner plays single-agent ids."
-            )
-        self._env_version = env_spec.version
-        # Build one environment here first: bad kwargs or a missing extra are usage errors, not
-        # env_errors of every episode.
-        from envgym.registration import make
-
-        make(cfg.env_id, **dict(cfg.env_kwargs)).close()
+        for env_id in dict.fromkeys(env_id for env_id, _ in self._kinds):
+            env_spec = registration.spec(env_id)  # unknown ids fail here, before anything loads
+            if env_spec.kind != "gymnasium":
+                raise ConfigError(
+                    f"{env_id!r} is a multi-agent ({env_spec.kind}) environment; the runner plays single-agent ids."
+                )
+        # Build one environment of each kind here first: bad kwargs or a missing extra are usage
+        # errors, not env_errors of every episode.
+        for env_id, kwargs in self._kinds:
+            registration.make(env_id, **kwargs).close()
         if self.out is not None:
             self._folder = RunFolder(self.out, cfg.to_dict(), IDENTITY_KEYS)
-            self._done = {i: t for i, t in self._folder.finished.items() if i < cfg.episodes}
-        todo = [i for i in range(cfg.episodes) if i not in self._done]
+            position = {n: i for i, n in enumerate(self._numbers)}
+            self._done = {position[n]: t for n, t in self._folder.finished.items() if n in position}
+        todo = [i for i in range(len(self.tasks)) if i not in self._done]
         started = time.perf_counter()
         agent = self._agent if self._agent is not None else self._build_agent()
         self._agent_name = cfg.agent or getattr(agent, "name", type(agent).__name__)
@@ -274,8 +338,7 @@ class Runner:
                 agent.reset()
                 slots = max(1, min(cfg.num_envs, len(todo)))
                 pool = make_pool(
-                    cfg.env_id,
-                    dict(cfg.env_kwargs),
+                    self._kinds,
                     num_slots=slots,
                     backend=cfg.backend,
                     workers=cfg.workers,
@@ -297,6 +360,9 @@ class Runner:
         trajectories = [self._done[i] for i in sorted(self._done)]
         summary = summarize(trajectories, time.perf_counter() - started)
         summary = {"env_id": cfg.env_id, "agent": self._agent_name, "seed": cfg.seed, **summary}
+        env_ids = list(dict.fromkeys(env_id for env_id, _ in self._kinds))
+        if env_ids != [cfg.env_id]:
+            summary["env_ids"] = env_ids
         if self._folder is not None:
             self._folder.write_summary(summary)
         return RunResult(trajectories, summary, self.out)
@@ -347,20 +413,24 @@ class Runner:
 
     # -- episode bookkeeping ------------------------------------------------------------------
     def _new_attempt(self, index: int, slot: int) -> _Live:
-        cfg = self.config
-        group, member = divmod(index, cfg.group_size)
+        task = self.tasks[index]
+        number = self._numbers[index]
         traj = Trajectory(
-            episode_id=f"{index:06d}",
-            index=index,
-            env_id=cfg.env_id,
-            seed=cfg.seed + group,
+            episode_id=f"{number:06d}",
+            index=number,
+            env_id=task.env_id,
+            seed=task.seed,
             agent=self._agent_name,
-            env_kwargs=json_safe(dict(cfg.env_kwargs)),
-            group=group,
-            member=member,
-            started_at=_now(),
+            env_kwargs=json_safe(dict(task.env_kwargs)),
+            group=task.group,
+            member=task.member,
+            started_at=utc_timestamp(),
         )
-        return _Live(index, slot, traj)
+        max_turns = task.max_turns if task.max_turns is not None else self.config.max_turns
+        return _Live(index, slot, traj, self._task_kind[index], max_turns)
+
+    def _reset_request(self, live: _Live, want_sample: bool) -> ResetRequest:
+        return ResetRequest(live.slot, live.traj.seed, None, want_sample, live.kind)
 
     def _started(self, agent: Agent, live: _Live, result: StepResult) -> None:
         live.obs = result.observation
@@ -369,9 +439,9 @@ class Runner:
         live.traj.task = json_safe(dict(result.info.get("task") or {}))
         live.traj.reward_components = dict.fromkeys(result.info.get("reward_components") or {}, 0.0)
         live.t0 = time.perf_counter()
-        agent.start_episode(live.traj.episode_id, self.config.env_id, live.traj.seed, member=live.traj.member)
+        agent.start_episode(live.traj.episode_id, live.traj.env_id, live.traj.seed, member=live.traj.member)
         if agent.chat:
-            live.conv = Conversation(self.config.prompt, self.config.env_id, result.observation, result.info)
+            live.conv = Conversation(self.config.prompt, live.traj.env_id, result.observation, result.info)
 
     def _fail(self, agent: Agent, live: _Live, kind: str, message: str) -> bool:
         """Record a failed attempt. Returns True when the episode should be tried again."""
@@ -396,7 +466,7 @@ class Runner:
 
     def _finish(self, traj: Trajectory, live: _Live) -> None:
         traj.wall_time_s = time.perf_counter() - live.t0
-        traj.finished_at = _now()
+        traj.finished_at = utc_timestamp()
         with self._lock:
             errors = self._errors.pop(live.index, [])
             if traj.scored:
@@ -407,6 +477,8 @@ class Runner:
                 self._folder.append(traj)
             if self.on_episode_end is not None:
                 self.on_episode_end(traj)
+            if self.on_task_end is not None:
+                self.on_task_end(self.tasks[live.index], traj)
 
     def _input(self, pool: EnvPool, live: _Live) -> AgentInput:
         sample: Callable[[Any], str] | None
@@ -421,7 +493,7 @@ class Runner:
         conv = live.conv
         return AgentInput(
             live.traj.episode_id,
-            self.config.env_id,
+            live.traj.env_id,
             live.obs,
             live.info,
             len(live.traj.turns),
@@ -513,7 +585,6 @@ class Runner:
         result: StepResult,
         agent_s: float,
     ) -> None:
-        cfg = self.config
         traj = live.traj
         info = result.info
         components = info.get("reward_components") or {}
@@ -557,34 +628,41 @@ class Runner:
         live.obs = result.observation
         live.info = info
         live.sampled = result.sampled_action
-        ended = result.terminated or result.truncated
-        reason = info.get("termination_reason")
-        if not ended and (
-            (cfg.max_turns is not None and len(traj.turns) >= cfg.max_turns)
-            or (live.conv is not None and live.conv.turns_exhausted)
-        ):
-            ended, turn.truncated, reason = True, True, TerminationReason.MAX_TURNS
-            traj.extra["truncated_by"] = "harness_max_turns"
-        if not ended and live.conv is not None and live.conv.budget_exhausted:
-            ended, turn.truncated, reason = True, True, TerminationReason.MAX_TURNS
-            traj.extra["truncated_by"] = "token_budget"
-        if not ended:
+        end = episode_end(
+            terminated=result.terminated,
+            truncated=result.truncated,
+            info=info,
+            turns=len(traj.turns),
+            max_turns=live.max_turns,
+            turns_exhausted=live.conv is not None and live.conv.turns_exhausted,
+            budget_exhausted=live.conv is not None and live.conv.budget_exhausted,
+        )
+        if end is None:
             return
-        traj.success = bool(info.get("success", False))
-        if reason is None:  # ended by a wrapper (gymnasium.make(..., max_episode_steps=N))
-            if result.truncated:
-                reason = TerminationReason.MAX_TURNS
-            else:
-                reason = TerminationReason.SUCCESS if traj.success else TerminationReason.FAILURE
-        traj.termination_reason = str(TerminationReason(reason))
+        if end.truncated_by is not None:
+            turn.truncated = True
+            traj.extra["truncated_by"] = end.truncated_by
+        traj.success = end.success
+        traj.termination_reason = str(end.reason)
         traj.invalid_actions = int(info.get("invalid_actions", sum(1 for t in traj.turns if not t.action_valid)))
         traj.final_observation = result.observation
         live.done = True
 
     # -- lock-step ----------------------------------------------------------------------------
+    def _pick_slot(self, free: list[int], slot_kind: dict[int, int], index: int) -> int:
+        """A free slot for task ``index``: the last freed one already holding its env kind, else
+        the last freed one (its env is remade)."""
+        kind = self._task_kind[index]
+        if len(self._kinds) > 1:
+            for i in range(len(free) - 1, -1, -1):
+                if slot_kind.get(free[i], 0) == kind:
+                    return free.pop(i)
+        return free.pop()
+
     def _run_lockstep(self, agent: Agent, pool: EnvPool, todo: list[int]) -> None:
         pending = collections.deque(todo)
         free = list(range(pool.num_slots - 1, -1, -1))
+        slot_kind: dict[int, int] = {}  # the env kind each slot last played
         live: dict[int, _Live] = {}
         want = agent.wants_sample_action
 
@@ -599,8 +677,11 @@ class Runner:
             if free and pending:
                 starting = []
                 while free and pending:
-                    starting.append(self._new_attempt(pending.popleft(), free.pop()))
-                results = pool.reset([ResetRequest(s.slot, s.traj.seed, None, want) for s in starting])
+                    index = pending.popleft()
+                    starting.append(self._new_attempt(index, self._pick_slot(free, slot_kind, index)))
+                for attempt in starting:
+                    slot_kind[attempt.slot] = attempt.kind
+                results = pool.reset([self._reset_request(s, want) for s in starting])
                 failed = []
                 for attempt, result in zip(starting, results, strict=True):
                     if isinstance(result, EnvFailure):
@@ -635,7 +716,7 @@ class Runner:
                         index = queue.popleft()
                     while not self._stop.is_set():
                         attempt = self._new_attempt(index, slot)
-                        (result,) = pool.reset([ResetRequest(slot, attempt.traj.seed, None, want)])
+                        (result,) = pool.reset([self._reset_request(attempt, want)])
                         if isinstance(result, EnvFailure):
                             if self._fail(agent, attempt, result.kind, result.message):
                                 continue
