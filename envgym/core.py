@@ -35,6 +35,7 @@ from typing import Any, ClassVar
 import gymnasium as gym
 
 from envgym.errors import InvalidKwargsError, ResetNeededError, check_choice, suggest
+from envgym.rubric import RewardContext, build_rubric, load_rubric
 from envgym.spaces import MAX_TEXT_LENGTH, Text
 
 __all__ = [
@@ -143,19 +144,6 @@ class InvalidAction(Exception):
 
     The message is shown to the agent, so it should say what was expected.
     """
-
-
-@dataclass(frozen=True, slots=True)
-class RewardContext:
-    """What a rubric may look at besides the components of the current step."""
-
-    action_text: str
-    turn: int
-    action_valid: bool
-    terminated: bool
-    success: bool
-    task: Mapping[str, Any]
-    progress: float | None = None
 
 
 Rubric = Callable[[Mapping[str, float], RewardContext], float]
@@ -528,13 +516,9 @@ class TextEnv(gym.Env[str, str]):
                         raise InvalidKwargsError(f"reward weight for {key!r} must be a finite number, got {value!r}.")
                 return _WeightedComponents(reward)
             # A structured rubric spec (gate, product, ...) is built by the reward layer.
-            from envgym.rewards import build_rubric
-
             return build_rubric(reward, components=self.reward_components, owner=type(self).__name__)
         if isinstance(reward, str):
             # A rubric spec as YAML text (or a *.yaml file name, or one component's name).
-            from envgym.rewards import load_rubric
-
             return load_rubric(reward, components=self.reward_components, owner=type(self).__name__)
         raise InvalidKwargsError(
             "reward must be None, a mapping of component weights, a rubric spec as YAML text or a rubric "

@@ -128,6 +128,7 @@ def test_resolve_input_numbers_commands_and_text() -> None:
 
 def test_agent_specs() -> None:
     from envgym.agents.oracle import OracleAgent
+
     from envgym.rollout import RandomAgent
 
     assert isinstance(parse_agent_spec("random", seed=3), RandomAgent)
@@ -367,11 +368,11 @@ def test_run_random_with_kwargs_and_per_episode() -> None:
     # length=2: the target is always 2, and random play over admissible actions never errs.
     assert all(e["invalid_actions"] == 0 for e in episodes)
     assert doc["success_rate"] == pytest.approx(sum(e["success"] for e in episodes) / 6)
-    assert doc["mean_turns"] == pytest.approx(sum(e["turns"] for e in episodes) / 6)
-    assert all(e["turns"] >= 2 for e in episodes if e["success"])
+    assert doc["mean_turns"] == pytest.approx(sum(e["num_turns"] for e in episodes) / 6)
+    assert all(e["num_turns"] >= 2 for e in episodes if e["success"])
     # Same seed, same results.
     again = as_json(invoke(*args))["per_episode"]
-    assert [(e["turns"], e["return"]) for e in again] == [(e["turns"], e["return"]) for e in episodes]
+    assert [(e["num_turns"], e["total_reward"]) for e in again] == [(e["num_turns"], e["total_reward"]) for e in episodes]
 
 
 def test_run_table_output() -> None:

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: dict[str, int] = {
     "envgym.errors": 0,
     "envgym.spaces": 1,
+    "envgym.rubric": 1,
     "envgym.core": 2,
     "envgym.rewards": 3,
     "envgym.multiagent": 3,
@@ -31,7 +32,6 @@ LAYERS: dict[str, int] = {
 }
 #: Deliberate upward imports, made lazily inside a function, with the reason.
 ALLOWED_UPWARD: dict[tuple[str, str], str] = {
-    ("envgym.core", "envgym.rewards"): "TextEnv builds a structured rubric spec passed as reward=",
     ("envgym.testing", "envgym.multiagent"): "check_aec_env/check_parallel_env delegate to the multi-agent checkers",
     ("envgym.multiagent", "envgym.testing"): "the multi-agent checkers reuse BAD_ACTIONS and the info checks",
     ("envgym.multiagent", "envgym.registration"): "check_aec_env accepts a registered id",
@@ -44,6 +44,7 @@ PUBLIC = {
     "envgym.spaces",
     "envgym.registration",
     "envgym.rewards",
+    "envgym.rubric",
     "envgym.multiagent",
     "envgym.rollout",
     "envgym.testing",

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from test_leaderboard_support import SUITE_ID, bundles_fixture, runs_fixture, suite_dir_fixture  # noqa: F401 - fixtures
 
+from envgym.bench.metrics import pass_hat
 from envgym.leaderboard.bundle import (
     Bundle,
     BundleError,
@@ -26,7 +27,7 @@ from envgym.leaderboard.bundle import (
     read_bundle,
     write_bundle,
 )
-from envgym.leaderboard.scores import EpisodeOutcome, compute_scores, pass_hat_k
+from envgym.leaderboard.scores import EpisodeOutcome, compute_scores
 from envgym.leaderboard.verify import VerificationError, VerifyConfig, verify_bundle
 from envgym.rollout.rundir import load_trajectories
 
@@ -146,11 +147,11 @@ def test_process_pool_replay_matches_in_process(bundles: dict[str, Bundle]) -> N
 
 
 def test_pass_hat_k_and_scores_by_hand() -> None:
-    assert pass_hat_k(4, 2, 1) == 0.5
-    assert pass_hat_k(4, 2, 2) == pytest.approx(1 / 6)
-    assert pass_hat_k(3, 3, 3) == 1.0 and pass_hat_k(3, 2, 3) == 0.0
+    assert pass_hat(4, 2, 1) == 0.5
+    assert pass_hat(4, 2, 2) == pytest.approx(1 / 6)
+    assert pass_hat(3, 3, 3) == 1.0 and pass_hat(3, 2, 3) == 0.0
     with pytest.raises(ValueError, match="n=2, c=3"):
-        pass_hat_k(2, 3, 1)
+        pass_hat(2, 3, 1)
 
     def o(entry: str, seed: int, trial: int, success: bool, reward: float, scored: bool = True) -> EpisodeOutcome:
         return EpisodeOutcome(entry, seed, trial, scored, success, reward, 3, "success" if success else "failure")

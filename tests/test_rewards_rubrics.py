@@ -390,7 +390,7 @@ def test_malformed_yaml_is_a_clear_error(text: str, match: str) -> None:
 
 
 def test_every_operator_is_documented_and_buildable() -> None:
-    import envgym.rewards.rubrics as module
+    import envgym.rubric as module
 
     for op in OPERATORS:
         assert f"``{op}``" in (module.__doc__ or ""), op

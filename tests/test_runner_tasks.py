@@ -40,7 +40,14 @@ def mixed() -> list[EpisodeTask]:
 def test_the_default_task_list_is_seed_plus_group() -> None:
     config = RunConfig(env_id=LAKE, episodes=6, seed=4, group_size=3, env_kwargs={"max_turns": 2})
     tasks = config.task_list()
-    assert [(t.seed, t.group, t.member) for t in tasks] == [(4, 0, 0), (4, 0, 1), (4, 0, 2), (5, 1, 0), (5, 1, 1), (5, 1, 2)]
+    assert [(t.seed, t.group, t.member) for t in tasks] == [
+        (4, 0, 0),
+        (4, 0, 1),
+        (4, 0, 2),
+        (5, 1, 0),
+        (5, 1, 1),
+        (5, 1, 2),
+    ]
     assert all(t.env_id == LAKE and dict(t.env_kwargs) == {"max_turns": 2} for t in tasks)
     assert tasks == default_tasks(LAKE, episodes=6, seed=4, group_size=3, env_kwargs={"max_turns": 2})
     assert config.tasks is None and config.to_dict()["tasks"] is None
@@ -77,30 +84,43 @@ def test_a_task_list_of_two_envs_plays_in_one_batch_and_matches_single_env_runs(
 
 @pytest.mark.parametrize("backend", ["inproc", "process"])
 def test_task_lists_resume_and_route_by_tag(tmp_path: Path, backend: str) -> None:
-    tasks = [
-        EpisodeTask(LAKE, seed=s, env_kwargs={"max_turns": 3}, index=10 + s, tag="lake") for s in range(3)
-    ] + [EpisodeTask(BOXES, seed=s, env_kwargs={"size": 6}, max_turns=2, index=s, tag="boxes") for s in range(2)]
+    tasks = [EpisodeTask(LAKE, seed=s, env_kwargs={"max_turns": 3}, index=10 + s, tag="lake") for s in range(3)] + [
+        EpisodeTask(BOXES, seed=s, env_kwargs={"size": 6}, max_turns=2, index=s, tag="boxes") for s in range(2)
+    ]
     seen: dict[str, list[int]] = {}
     config = RunConfig(agent="random", tasks=tasks, num_envs=2, backend=backend, workers=2)
     first = Runner(
         config, out=tmp_path / "run", on_task_end=lambda task, t: seen.setdefault(task.tag, []).append(t.index)
     ).run()
     assert sorted(seen["lake"]) == [10, 11, 12] and sorted(seen["boxes"]) == [0, 1]
-    assert [t.episode_id for t in first.trajectories] == ["000010", "000011", "000012", "000000", "000001"]
+    assert [t.episode_id for t in first.trajectories] == [
+        "lake/000010",
+        "lake/000011",
+        "lake/000012",
+        "boxes/000000",
+        "boxes/000001",
+    ]
     # Resuming the same list replays nothing; a different list is refused.
     again: list[int] = []
     resumed = Runner(config, out=tmp_path / "run", on_episode_end=lambda t: again.append(t.index)).run()
-    assert again == [] and [t.comparable() for t in resumed.trajectories] == [t.comparable() for t in first.trajectories]
+    assert again == [] and [t.comparable() for t in resumed.trajectories] == [
+        t.comparable() for t in first.trajectories
+    ]
     other = RunConfig(agent="random", tasks=tasks[:-1], num_envs=2)
     with pytest.raises(ConfigError, match="different configuration"):
         Runner(other, out=tmp_path / "run").run()
 
 
-def test_bad_task_lists_are_refused() -> None:
+def test_bad_task_lists_are_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="episodes \\(3\\) differs from the number of tasks \\(4\\)"):
         RunConfig(agent="random", tasks=mixed(), episodes=3)
-    with pytest.raises(ConfigError, match="distinct episode numbers"):
-        RunConfig(agent="random", tasks=[EpisodeTask(LAKE, index=1), EpisodeTask(LAKE, seed=2, index=1)])
+    twice = RunConfig(agent="random", tasks=[EpisodeTask(LAKE, index=1), EpisodeTask(LAKE, seed=2, index=1)])
+    with pytest.raises(ConfigError, match="one run folder must have distinct episode numbers"):
+        Runner(twice, out=tmp_path / "twice")
+    with pytest.raises(ConfigError, match=r"distinct episode ids \(tag and index\), got \['000001'\]"):
+        Runner(twice)
+    tagged = RunConfig(agent="random", tasks=[EpisodeTask(LAKE, index=1, tag="a"), EpisodeTask(LAKE, index=1, tag="b")])
+    assert [t.episode_id for t in Runner(tagged).run().trajectories] == ["a/000001", "b/000001"]
     with pytest.raises(ConfigError, match="tasks must name at least one episode"):
         RunConfig(agent="random", tasks=[])
     with pytest.raises(ConfigError, match=r"tasks\[0\]: unknown field 'sed'"):

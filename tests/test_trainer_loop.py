@@ -218,8 +218,14 @@ def test_masked_positions_get_zero_gradient(tmp_path: Path) -> None:
 
     alone = grads([short], [1.0])
     padded = grads([short, long], [1.0, 0.0])
+    # float32: the padded batch runs other kernel shapes, so sums are accumulated in another order.
+    # Each gradient entry sums ~hidden-size products: reordering moves it by a few ulps of the
+    # tensor's largest entry (eps32 = 1.2e-7), far below the 1e-4 relative bound used here. A
+    # padding leak would shift entries by the order of the gradient itself.
     for name, value in alone.items():
-        assert torch.allclose(value, padded[name], atol=1e-6), name
+        scale = float(value.abs().max())
+        worst = float((value - padded[name]).abs().max())
+        assert worst <= 1e-4 * scale + 1e-12, (name, worst, scale)
 
 
 # ----------------------------------------------------------------------------- runs and resume

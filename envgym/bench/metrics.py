@@ -123,20 +123,23 @@ def bootstrap_ci(
     return stratified_bootstrap_ci([tasks], resamples=resamples, confidence=confidence, seed=seed)
 
 
+def pass_hat(n: int, c: int, k: int) -> float:
+    """``C(c, k) / C(n, k)``: the chance that ``k`` of one task's ``n`` trials, ``c`` of them
+    successful, drawn without replacement, all succeed (the unbiased estimate of pass^k)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass^k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")
+    return math.comb(c, k) / math.comb(n, k)
+
+
 def pass_hat_k(tasks: Sequence[Sequence[bool]], k: int) -> float | None:
-    """pass^k: the mean over tasks with ``n >= k`` trials of ``C(c, k) / C(n, k)`` (c successes).
+    """pass^k: the mean over tasks with ``n >= k`` trials of :func:`pass_hat` ``(n, c, k)`` (``c``
+    successes). The bench results and the leaderboard's replayed scores both use it.
 
     Returns ``None`` when no task has ``k`` trials.
     """
     if not isinstance(k, int) or k < 1:
         raise ValueError(f"k must be an integer >= 1, got {k!r}.")
-    values = []
-    for trials in tasks:
-        n = len(trials)
-        if n < k:
-            continue
-        c = sum(1 for ok in trials if ok)
-        values.append(math.comb(c, k) / math.comb(n, k))
+    values = [pass_hat(len(trials), sum(1 for ok in trials if ok), k) for trials in tasks if len(trials) >= k]
     return math.fsum(values) / len(values) if values else None
 
 

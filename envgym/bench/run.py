@@ -24,18 +24,24 @@ episode from (agent seed, env seed, trial), so a resumed run replays the same ep
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envgym._clock import utc_now
 from envgym.bench.suite import Suite, load_suite, parse_suite
 from envgym.errors import ConfigError
 from envgym.rollout.records import Trajectory, json_safe
+from envgym.rollout.rundir import RunFolder, git_commit, load_trajectories, package_versions
+from envgym.rollout.runner import IDENTITY_KEYS, RunConfig, Runner
+from envgym.rollout.specs import make_agent, split_agent_spec
+from envgym.rollout.summary import summarize
+from envgym.rollout.tasks import EpisodeTask
 
 __all__ = [
     "BENCH_FILE",
@@ -61,10 +67,6 @@ ENTRIES_DIR = "entries"
 IDENTITY = ("suite", "agent", "agent_options", "trials")
 
 
-def _now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.UTC)
-
-
 def agent_slug(spec: str) -> str:
     """A folder-safe name for an agent spec: ``hf:smollm2`` -> ``hf-smollm2``; the server URL of
     ``openai:MODEL@URL`` is left out."""
@@ -75,7 +77,7 @@ def agent_slug(spec: str) -> str:
 
 def default_out(suite: Suite, agent: str, *, root: str | os.PathLike[str] = "runs/bench") -> Path:
     """``runs/bench/<suite-id>/<agent-slug>-<UTC timestamp>`` (relative to the working folder)."""
-    stamp = _now().strftime("%Y%m%dT%H%M%SZ")
+    stamp = utc_now().strftime("%Y%m%dT%H%M%SZ")
     return Path(root) / suite.id / f"{agent_slug(agent)}-{stamp}"
 
 
@@ -127,7 +129,9 @@ class BenchRun:
         """The entry's run configuration (its run folder's ``config.json``)."""
         config = _read_json(self.entry_dir(name) / "config.json")
         if not isinstance(config, dict):
-            raise ConfigError(f"{self.entry_dir(name) / 'config.json'} is not a JSON object; the run folder is damaged.")
+            raise ConfigError(
+                f"{self.entry_dir(name) / 'config.json'} is not a JSON object; the run folder is damaged."
+            )
         return config
 
     def suite_document(self) -> Any:
@@ -139,8 +143,6 @@ class BenchRun:
     def trajectories(self, name: str) -> list[Trajectory]:
         """The recorded episodes of entry ``name`` (empty when it has not run yet)."""
         if name not in self._cache:
-            from envgym.rollout.rundir import load_trajectories
-
             folder = self.entry_dir(name)
             entry = self.suite.entry(name)
             expected = entry.episodes * self.trials
@@ -254,24 +256,6 @@ def _identity_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _seed_list_runner(base: type) -> type:
-    """A :class:`Runner` that plays an explicit seed list: group ``g`` plays ``seeds[g]``."""
-
-    class SeedListRunner(base):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, seeds: tuple[int, ...], **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            self._seed_list = seeds
-
-        def _new_attempt(self, index: int, slot: int) -> Any:
-            # The harness plays seed + group; a suite may list any seeds. Every Trajectory still
-            # records the seed it played, and suite.yaml the list.
-            live = super()._new_attempt(index, slot)
-            live.traj.seed = self._seed_list[live.traj.group]
-            return live
-
-    return SeedListRunner
-
-
 def run_suite(
     suite: Suite | str | os.PathLike[str],
     agent: str,
@@ -313,9 +297,6 @@ def run_suite(
     Raises:
         ConfigError: a bad suite, agent spec or setting, or a folder holding a different run.
     """
-    from envgym.rollout.rundir import git_commit, load_trajectories, package_versions
-    from envgym.rollout.runner import RunConfig, Runner
-    from envgym.rollout.specs import make_agent, split_agent_spec
 
     if not isinstance(suite, Suite):
         suite = load_suite(suite)
@@ -347,7 +328,7 @@ def run_suite(
         "agent": agent,
         "agent_options": json_safe(options),
         "trials": k,
-        "created": _now().isoformat(timespec="seconds"),
+        "created": utc_now().isoformat(timespec="seconds"),
         "envgym_version": __version__,
         "packages": package_versions(),
         "git_commit": commit["commit"] if commit else None,
@@ -366,7 +347,7 @@ def run_suite(
                 "suite, agent, agent options and trials, or write this run into another folder (--out)."
             )
         meta["created"] = old.get("created", meta["created"])
-        meta["resumed"] = _now().isoformat(timespec="seconds")
+        meta["resumed"] = utc_now().isoformat(timespec="seconds")
     elif folder.exists() and any(folder.iterdir()):
         raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
 
@@ -387,20 +368,20 @@ def run_suite(
         (folder / SUITE_FILE).write_text(suite.to_yaml(), encoding="utf-8")
         _write_json(bench_file, meta)
 
-    agent_obj = agent_object
-    built = False
+    # Every missing episode of every entry goes into one task list and one Runner call: episodes of
+    # different entries share the agent's batches. Each entry keeps its own run folder (config.json,
+    # episodes.jsonl, summary.json), which files the episodes the runner hands back by entry.
+    folders: dict[str, RunFolder] = {}
+    recorded_by_entry: dict[str, dict[int, Trajectory]] = {}
+    tasks: list[EpisodeTask] = []
     try:
         for entry in suite.entries:
             entry_dir = folder / ENTRIES_DIR / entry.name
             total = entry.episodes * k
-            done = done_by_entry[entry.name]
             if on_entry is not None:
-                on_entry(entry.name, total - done, total)
-            if done >= total and (entry_dir / "summary.json").exists():
+                on_entry(entry.name, total - done_by_entry[entry.name], total)
+            if done_by_entry[entry.name] >= total and (entry_dir / "summary.json").exists():
                 continue
-            if agent_obj is None:
-                agent_obj = make_agent(agent, seed=0, **options)
-                built = True
             config = RunConfig(
                 env_id=entry.env,
                 agent=agent,
@@ -413,16 +394,49 @@ def run_suite(
                 prompt=prompt,
                 **harness,
             )
-            hook = None
-            if on_episode_end is not None:
-                name = entry.name
-                hook = lambda t, _name=name: on_episode_end(_name, t)
-            runner_cls = Runner if entry.contiguous else _seed_list_runner(Runner)
-            extra = {} if entry.contiguous else {"seeds": entry.seeds}
-            runner_cls(config, agent_obj, out=entry_dir, on_episode_end=hook, on_turns=on_turns, **extra).run()
+            entry_folder = folders[entry.name] = RunFolder(entry_dir, config.to_dict(), IDENTITY_KEYS)
+            finished = {i: t for i, t in entry_folder.finished.items() if i < total}
+            recorded_by_entry[entry.name] = finished
+            tasks += [
+                EpisodeTask(
+                    entry.env,
+                    entry.seeds[i // k],
+                    entry.env_kwargs,
+                    group=i // k,
+                    member=i % k,
+                    max_turns=entry.max_turns,
+                    index=i,
+                    tag=entry.name,
+                )
+                for i in range(total)
+                if i not in finished
+            ]
+        started = time.perf_counter()
+        if tasks:
+
+            def file_episode(task: EpisodeTask, trajectory: Trajectory) -> None:
+                folders[task.tag].append(trajectory)
+                recorded_by_entry[task.tag][trajectory.index] = trajectory
+                if on_episode_end is not None:
+                    on_episode_end(task.tag, trajectory)
+
+            config = RunConfig(agent=agent, agent_options=options, tasks=tasks, prompt=prompt, **harness)
+            agent_obj = agent_object if agent_object is not None else make_agent(agent, seed=0, **options)
+            try:
+                Runner(config, agent_obj, on_task_end=file_episode, on_turns=on_turns).run()
+            finally:
+                if agent_object is None:
+                    agent_obj.close()
+        elapsed = time.perf_counter() - started
+        for entry in suite.entries:
+            if entry.name not in folders:
+                continue
+            trajectories = [t for _, t in sorted(recorded_by_entry[entry.name].items())]
+            summary = summarize(trajectories, elapsed)
+            folders[entry.name].write_summary({"env_id": entry.env, "agent": agent, "seed": entry.seeds[0], **summary})
     finally:
-        if built and agent_obj is not None:
-            agent_obj.close()
+        for entry_folder in folders.values():
+            entry_folder.close()
     run = load_bench_run(folder)
     if not complete or not (folder / RESULTS_FILE).exists():
         write_results(run)

@@ -27,29 +27,11 @@ from envgym.cli._common import (
 )
 from envgym.cli.agents import check_agent_spec, known_agent_specs, parse_agent_spec
 from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
+from envgym.rollout.records import episode_record
 
 __all__ = ["run_all_command", "run_command", "run_one"]
 
 DEFAULT_ALL_AGENTS = ("oracle", "random")
-
-
-def _episode_record(t: Any) -> dict[str, Any]:
-    return {
-        "episode_id": t.episode_id,
-        "seed": t.seed,
-        "group": t.group,
-        "member": t.member,
-        "task_id": t.task_id,
-        "success": t.success,
-        "return": t.total_reward,
-        "turns": t.num_turns,
-        "invalid_actions": t.invalid_actions,
-        "termination_reason": t.termination_reason,
-        "attempts": t.attempts,
-        "error": t.error,
-        "reward_components": dict(t.reward_components),
-        "wall_time_s": round(t.wall_time_s, 6),
-    }
 
 
 def run_one(
@@ -303,7 +285,7 @@ def run_command(
         summary["out"] = str(out)
     if as_json:
         if per_episode:
-            summary["per_episode"] = [_episode_record(t) for t in result.trajectories]
+            summary["per_episode"] = [episode_record(t, turns=False) for t in result.trajectories]
         echo_json(summary)
     else:
         _print_run(summary)

@@ -11,58 +11,48 @@ FastAPI; also a static HTML export).
 Names load on first use: ``import envgym.leaderboard`` imports neither SQLAlchemy nor FastAPI.
 """
 
+# ruff: noqa: F401  (the TYPE_CHECKING imports name the lazy exports for type checkers)
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "Bundle": "bundle",
-    "BundleError": "bundle",
-    "make_bundle": "bundle",
-    "read_bundle": "bundle",
-    "write_bundle": "bundle",
-    "bundle_bytes": "bundle",
-    "content_hash": "bundle",
-    "VerificationError": "verify",
-    "Verified": "verify",
-    "VerifyConfig": "verify",
-    "verify_bundle": "verify",
-    "replay_episode": "verify",
-    "Scores": "scores",
-    "compute_scores": "scores",
-    "pass_hat_k": "scores",
-    "find_suite": "suites",
-    "installed_suites": "suites",
-    "Store": "store",
-    "default_url": "store",
-    "create_app": "app",
-    "export_site": "pages",
-}
+from envgym._imports import lazy_exports
 
-__all__ = [
-    "Bundle",
-    "BundleError",
-    "Scores",
-    "Store",
-    "VerificationError",
-    "Verified",
-    "VerifyConfig",
-    "bundle_bytes",
-    "compute_scores",
-    "content_hash",
-    "create_app",
-    "default_url",
-    "export_site",
-    "find_suite",
-    "installed_suites",
-    "make_bundle",
-    "pass_hat_k",
-    "read_bundle",
-    "replay_episode",
-    "verify_bundle",
-    "write_bundle",
-]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "bundle": (
+            "Bundle",
+            "BundleError",
+            "make_bundle",
+            "read_bundle",
+            "write_bundle",
+            "bundle_bytes",
+            "content_hash",
+        ),
+        "verify": (
+            "VerificationError",
+            "Verified",
+            "VerifyConfig",
+            "verify_bundle",
+            "replay_episode",
+        ),
+        "scores": (
+            "Scores",
+            "compute_scores",
+        ),
+        "suites": (
+            "find_suite",
+            "installed_suites",
+        ),
+        "store": (
+            "Store",
+            "default_url",
+        ),
+        "app": ("create_app",),
+        "pages": ("export_site",),
+    },
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from envgym.leaderboard.app import create_app
@@ -76,7 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
         write_bundle,
     )
     from envgym.leaderboard.pages import export_site
-    from envgym.leaderboard.scores import Scores, compute_scores, pass_hat_k
+    from envgym.leaderboard.scores import Scores, compute_scores
     from envgym.leaderboard.store import Store, default_url
     from envgym.leaderboard.suites import find_suite, installed_suites
     from envgym.leaderboard.verify import (
@@ -86,16 +76,3 @@ if TYPE_CHECKING:  # pragma: no cover
         replay_episode,
         verify_bundle,
     )
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'envgym.leaderboard' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"envgym.leaderboard.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})

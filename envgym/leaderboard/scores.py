@@ -25,6 +25,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from envgym.bench.metrics import pass_hat_k, stratified_bootstrap_ci
+
 __all__ = ["EntryScore", "EpisodeOutcome", "Scores", "compute_scores", "pass_hat_k"]
 
 
@@ -83,14 +85,6 @@ class Scores:
         return data
 
 
-def pass_hat_k(n: int, c: int, k: int) -> float:
-    """``C(c, k) / C(n, k)``: the chance that ``k`` of ``n`` trials, ``c`` of them successful,
-    drawn without replacement, all succeed."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass^k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}.")
-    return math.comb(c, k) / math.comb(n, k)
-
-
 def _mean(values: Sequence[float]) -> float | None:
     return math.fsum(values) / len(values) if values else None
 
@@ -111,8 +105,6 @@ def _bootstrap(groups: Sequence[Sequence[Sequence[float]]]) -> tuple[float, floa
     (:func:`envgym.bench.metrics.stratified_bootstrap_ci`), so a run and its leaderboard entry
     show the same interval.
     """
-    from envgym.bench.metrics import stratified_bootstrap_ci
-
     return stratified_bootstrap_ci(groups)
 
 
@@ -121,9 +113,9 @@ def _entry_score(entry: str, env_id: str, outcomes: Sequence[EpisodeOutcome], tr
     tasks = _by_task(outcomes)
     pass_k: dict[str, float] = {}
     for k in range(1, trials + 1):
-        values = [pass_hat_k(len(ts), sum(o.success for o in ts), k) for ts in tasks.values() if len(ts) >= k]
-        if values:
-            pass_k[str(k)] = math.fsum(values) / len(values)
+        value = pass_hat_k([[o.success for o in ts] for ts in tasks.values()], k)
+        if value is not None:
+            pass_k[str(k)] = value
     ci = _bootstrap([[[float(o.success) for o in ts] for ts in tasks.values()]])
     return EntryScore(
         entry=entry,

@@ -21,13 +21,13 @@ with a 60 s busy timeout, so writers queue instead of failing with "database is 
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
+from envgym._clock import utc_timestamp
 from envgym.errors import ConfigError, MissingDependencyError
 
 try:
@@ -156,10 +156,6 @@ class EpisodeRow(_Base):
     num_turns: Mapped[int] = mapped_column(Integer)
     termination_reason: Mapped[str] = mapped_column(String(40))
     record: Mapped[dict[str, Any]]
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
 
 
 def _submission_dict(row: SubmissionRow, *, entries: bool = True) -> dict[str, Any]:
@@ -337,7 +333,7 @@ class Store:
             agent_metadata=dict(manifest["agent"].get("metadata") or {}),
             manifest={k: v for k, v in manifest.items() if k != "suite_spec"},
             created=str(manifest.get("created", "")),
-            submitted_at=_now(),
+            submitted_at=utc_timestamp("seconds"),
             envgym_version=str(manifest.get("envgym_version", "")),
             git_commit=manifest.get("git_commit") if isinstance(manifest.get("git_commit"), str) else None,
             trials=manifest["trials"],

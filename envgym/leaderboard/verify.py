@@ -51,6 +51,7 @@ from envgym.errors import ConfigError, EnvgymError, UnknownEnvError
 from envgym.leaderboard.bundle import Bundle, BundleError, canonical_json, describe, episode_key, read_bundle
 from envgym.leaderboard.scores import EpisodeOutcome, Scores, compute_scores
 from envgym.leaderboard.suites import find_suite, installed_suites, parse_suite_copy
+from envgym.rollout.ending import TOKEN_BUDGET, EpisodeEnd, episode_end
 
 if TYPE_CHECKING:  # pragma: no cover
     from envgym.bench.suite import Suite
@@ -185,11 +186,10 @@ def replay_episode(
     turns = episode["turns"]
     rewards: list[float] = []
     components_sum: dict[str, float] = {}
-    ended = False
-    cut_by_harness = False
+    end: EpisodeEnd | None = None
     terminated = truncated = False
     for i, turn in enumerate(turns):
-        if ended:
+        if end is not None:
             raise fail(f"the replayed episode ended after turn {i - 1} but the claim has {len(turns)} turns", i)
         if config.check_observations and not _same_observation(turn.get("observation"), obs):
             raise fail("the claimed observation is not the one the environment shows", i)
@@ -197,12 +197,18 @@ def replay_episode(
         reward = float(reward)
         components = {k: float(v) for k, v in (info.get("reward_components") or {}).items()}
         last = i == len(turns) - 1
-        if not (terminated or truncated):
-            at_limit = max_turns is not None and i + 1 >= max_turns
-            # the agent's own token budget may end its episode on any turn (the harness records it)
-            own_budget = last and scored and episode.get("truncated_by") == "token_budget" and turn["truncated"]
-            if at_limit or own_budget:
-                truncated = cut_by_harness = True
+        # The runner's end-of-episode rules (envgym.rollout.ending). The agent's own token budget
+        # may end its episode on any turn: only the claim tells where, and only on its last turn.
+        own_budget = last and scored and episode.get("truncated_by") == TOKEN_BUDGET and turn["truncated"]
+        end = episode_end(
+            terminated=terminated,
+            truncated=truncated,
+            info=info,
+            turns=i + 1,
+            max_turns=max_turns,
+            budget_exhausted=bool(own_budget),
+        )
+        truncated = end.truncated if end is not None else False
         if not _close(reward, float(turn["reward"]), tol):
             raise fail(f"claimed reward {turn['reward']!r}, replayed {reward!r}", i)
         claimed_components = turn["reward_components"]
@@ -219,22 +225,16 @@ def replay_episode(
         rewards.append(reward)
         for name, value in components.items():
             components_sum[name] = components_sum.get(name, 0.0) + value
-        ended = terminated or truncated
 
     total = math.fsum(rewards)
     if not scored:  # an infrastructure failure: its turns must be true, its end cannot be checked
-        if ended:
+        if end is not None:
             raise fail(f"the episode is claimed as {claimed_reason!r} but the replay ended normally")
         return EpisodeOutcome(entry, seed, trial, False, False, total, len(turns), claimed_reason, components_sum)
-    if not ended:
+    if end is None:
         raise fail(f"the claim ends after {len(turns)} turns but the replayed episode has not ended")
-    success = bool(info.get("success", False))
-    reason = info.get("termination_reason")
-    if cut_by_harness:
-        reason = "max_turns"
-    elif reason is None:
-        reason = "max_turns" if truncated else ("success" if success else "failure")
-    reason = str(getattr(reason, "value", reason))
+    success = end.success
+    reason = end.reason.value
     if episode["success"] != success:
         raise fail(f"claimed success={episode['success']}, replayed success={success}")
     if claimed_reason != reason:

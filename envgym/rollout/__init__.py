@@ -4,6 +4,7 @@ Names load on first use, so ``from envgym.rollout import Agent`` does not import
 the worker pools or the run-folder code.
 """
 
+# ruff: noqa: F401  (the TYPE_CHECKING imports name the lazy exports for type checkers)
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -30,16 +31,16 @@ __getattr__, __dir__, __all__ = lazy_exports(
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from envgym.rollout.agent import Agent, AgentInput, AgentOutput, Policy, PolicyAgent, RandomAgent  # noqa: F401
-    from envgym.rollout.checks import check_agent  # noqa: F401
-    from envgym.rollout.ending import EpisodeEnd, episode_end  # noqa: F401
-    from envgym.rollout.pools import EnvFailure, EnvPool, make_pool  # noqa: F401
-    from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig  # noqa: F401
-    from envgym.rollout.records import EpisodeRecord, Trajectory, Turn  # noqa: F401
-    from envgym.rollout.rundir import RunFolder, export_parquet, load_run, load_trajectories  # noqa: F401
-    from envgym.rollout.runner import RunConfig, Runner, RunResult, run, run_episodes  # noqa: F401
-    from envgym.rollout.specs import AGENT_KINDS, known_agent_specs, make_agent  # noqa: F401
-    from envgym.rollout.summary import summarize  # noqa: F401
-    from envgym.rollout.tasks import EpisodeTask, default_tasks  # noqa: F401
+    from envgym.rollout.agent import Agent, AgentInput, AgentOutput, Policy, PolicyAgent, RandomAgent
+    from envgym.rollout.checks import check_agent
+    from envgym.rollout.ending import EpisodeEnd, episode_end
+    from envgym.rollout.pools import EnvFailure, EnvPool, make_pool
+    from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
+    from envgym.rollout.records import EpisodeRecord, Trajectory, Turn
+    from envgym.rollout.rundir import RunFolder, export_parquet, load_run, load_trajectories
+    from envgym.rollout.runner import RunConfig, Runner, RunResult, run, run_episodes
+    from envgym.rollout.specs import AGENT_KINDS, known_agent_specs, make_agent
+    from envgym.rollout.summary import summarize
+    from envgym.rollout.tasks import EpisodeTask, default_tasks
 
     EpisodeResult = Trajectory

@@ -42,6 +42,7 @@ from typing import Any
 
 from envgym.core import extract_action
 from envgym.errors import ConfigError, EnvgymError, suggest
+from envgym.registration import ENV_ID, spec
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -77,7 +78,6 @@ SUMMARY_PREFIX = "Summary of earlier turns: "
 
 _TAG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*\Z")
 _IMPORT_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
-_ENV_ID = re.compile(r"^[\w.-]+/(?P<name>[\w.-]+?)-v\d+$")
 
 
 def _help(text: str) -> dict[str, str]:
@@ -297,11 +297,10 @@ def env_description(env_id: str) -> tuple[str, str]:
     found = _ENV_DESCRIPTIONS.get(env_id)
     if found is not None:
         return found
-    match = _ENV_ID.match(env_id)
+    match = ENV_ID.match(env_id)
     name = match["name"] if match else env_id
     summary = ""
     try:
-        from envgym.registration import spec  # lazy: only the first Conversation per env id needs it
 
         env_spec = spec(env_id)
         summary = env_spec.summary

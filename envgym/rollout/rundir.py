@@ -17,7 +17,6 @@ what changed). :func:`load_run` returns a pandas DataFrame; :func:`export_parque
 
 from __future__ import annotations
 
-import datetime as _dt
 import importlib.metadata
 import json
 import os
@@ -29,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from envgym._clock import utc_timestamp
 from envgym.errors import ConfigError, MissingDependencyError
 from envgym.rollout.records import Trajectory, json_safe
 
@@ -95,10 +95,6 @@ def git_commit(path: str | os.PathLike[str] | None = None) -> dict[str, Any] | N
     except (OSError, subprocess.SubprocessError):
         return None
     return {"commit": sha, "dirty": bool(status.strip())} if sha else None
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -195,7 +191,8 @@ class RunFolder:
 
     def _write_meta(self) -> None:
         record_session(
-            self.path / META_FILE, {"started_at": _now(), "argv": list(sys.argv), "resumed_from": len(self.previous)}
+            self.path / META_FILE,
+            {"started_at": utc_timestamp(), "argv": list(sys.argv), "resumed_from": len(self.previous)},
         )
 
     def append(self, trajectory: Trajectory) -> None:

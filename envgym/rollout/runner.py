@@ -52,7 +52,7 @@ from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
 from envgym.rollout.records import Trajectory, Turn, json_safe
 from envgym.rollout.rundir import RunFolder
 from envgym.rollout.summary import summarize
-from envgym.rollout.tasks import EpisodeTask, default_tasks, parse_tasks
+from envgym.rollout.tasks import EpisodeTask, default_tasks, episode_id, episode_numbers, parse_tasks
 
 __all__ = ["EpisodeTask", "RunConfig", "RunResult", "Runner", "run", "run_episodes"]
 
@@ -297,7 +297,7 @@ class Runner:
                 keys[key] = len(self._kinds)
                 self._kinds.append((task.env_id, dict(task.env_kwargs)))
             self._task_kind.append(keys[key])
-        self._numbers = [t.index if t.index is not None else i for i, t in enumerate(self.tasks)]
+        self._numbers = episode_numbers(self.tasks, distinct=out is not None)
         self._agent = agent
         self.out = Path(out) if out is not None else None
         self.on_episode_end = on_episode_end
@@ -416,7 +416,7 @@ class Runner:
         task = self.tasks[index]
         number = self._numbers[index]
         traj = Trajectory(
-            episode_id=f"{number:06d}",
+            episode_id=episode_id(task.tag, number),
             index=number,
             env_id=task.env_id,
             seed=task.seed,

@@ -28,7 +28,7 @@ from typing import Any
 from envgym.errors import ConfigError
 from envgym.rollout.records import json_safe
 
-__all__ = ["EpisodeTask", "default_tasks", "parse_tasks"]
+__all__ = ["EpisodeTask", "default_tasks", "episode_id", "episode_numbers", "parse_tasks"]
 
 
 @dataclass(frozen=True)
@@ -43,9 +43,10 @@ class EpisodeTask:
         member: its position in the group (the bench's trial number).
         max_turns: the harness turn limit of this episode (``None``: the run's ``max_turns``).
         index: the episode's number in its records (``Trajectory.index``, ``episode_id``);
-            ``None``: its position in the list. Numbers must be distinct within a run.
-        tag: the caller's label (a bench entry's name, a curriculum level); not recorded, handed
-            back with the episode to ``Runner(on_task_end=...)``.
+            ``None``: its position in the list. Distinct within a run that writes a run folder.
+        tag: the caller's label (a bench entry's name, a curriculum level): it prefixes the
+            episode id (``lake/000003``) and comes back with the episode to
+            ``Runner(on_task_end=...)``.
     """
 
     env_id: str
@@ -128,8 +129,29 @@ def parse_tasks(value: Any) -> tuple[EpisodeTask, ...]:
             raise ConfigError(f"tasks[{i}] must be an EpisodeTask or a mapping, got {type(item).__name__}.")
     if not tasks:
         raise ConfigError("tasks must name at least one episode.")
-    indexes = [t.index if t.index is not None else i for i, t in enumerate(tasks)]
-    if len(set(indexes)) != len(indexes):
-        dupes = sorted({n for n in indexes if indexes.count(n) > 1})[:5]
-        raise ConfigError(f"tasks must have distinct episode numbers (index), got {dupes} more than once.")
     return tuple(tasks)
+
+
+def episode_numbers(tasks: Sequence[EpisodeTask], *, distinct: bool) -> list[int]:
+    """Each task's episode number (``index``, else its position).
+
+    Episode ids (``tag/number``, or ``number`` without a tag) must be distinct: agents keep each
+    live episode's state under its id. With ``distinct`` the numbers alone must be (a run folder
+    files episodes by number). Either violation is a :class:`ConfigError`.
+    """
+    numbers = [t.index if t.index is not None else i for i, t in enumerate(tasks)]
+    keys = [(t.tag, n) for t, n in zip(tasks, numbers, strict=True)] if not distinct else numbers
+    if len(set(keys)) != len(keys):
+        dupes = sorted({episode_id(*k) if isinstance(k, tuple) else k for k in keys if keys.count(k) > 1})[:5]
+        where = (
+            "written to one run folder must have distinct episode numbers (index)"
+            if distinct
+            else ("must have distinct episode ids (tag and index)")
+        )
+        raise ConfigError(f"tasks {where}, got {dupes} more than once.")
+    return numbers
+
+
+def episode_id(tag: str, number: int) -> str:
+    """The id of episode ``number`` of a task tagged ``tag``: ``"000042"`` or ``"lake/000042"``."""
+    return f"{tag}/{number:06d}" if tag else f"{number:06d}"

@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from envgym.errors import ConfigError, suggest
+from envgym.registration import ENV_ID
 from envgym.rollout.pools import BACKENDS as ROLLOUT_BACKENDS
 from envgym.rollout.prompting import PromptConfig
 from envgym.rollout.records import json_safe
+from envgym.trainer.algorithms import algorithm_names, get_algorithm
 
 __all__ = [
     "AGGREGATIONS",
@@ -34,8 +36,9 @@ __all__ = [
     "field_help",
 ]
 
-#: Training algorithms: group-relative (GRPO, Dr. GRPO, RLOO, GiGPO) and PPO with a value head.
-ALGOS: tuple[str, ...] = ("grpo", "dr_grpo", "rloo", "ppo", "gigpo")
+#: The built-in training algorithms (:mod:`envgym.trainer.algorithms`; more may be registered):
+#: group-relative (GRPO, Dr. GRPO, RLOO, GiGPO) and PPO with a value head.
+ALGOS: tuple[str, ...] = algorithm_names()
 #: How reward components become the advantage: their sum, or each normalised on its own (GDPO).
 REWARD_NORMS: tuple[str, ...] = ("sum", "gdpo")
 #: Loss aggregation modes understood by :func:`envgym.trainer.losses.aggregate`.
@@ -61,7 +64,6 @@ LORA_KEYS: tuple[str, ...] = ("r", "alpha", "dropout", "target_modules")
 DIFFICULTY_KEYS: tuple[str, ...] = ("kwarg", "levels", "target", "window", "min_episodes")
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
-_ENV_ID = re.compile(r"^[\w.-]+/[\w.-]+-v\d+$")
 
 
 def _help(text: str) -> dict[str, str]:
@@ -269,13 +271,8 @@ class TrainConfig:
             raise ConfigError(f"eval_env_kwargs must be a mapping or None, got {self.eval_env_kwargs!r}.")
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError(f"model must be 'smollm2', 'tiny' or a local model folder, got {self.model!r}.")
-        _choice("algo", self.algo, ALGOS)
+        algorithm = get_algorithm(self.algo)
         _choice("reward_norm", self.reward_norm, REWARD_NORMS)
-        if self.reward_norm == "gdpo" and self.algo in ("rloo", "ppo"):
-            raise ConfigError(
-                f"reward_norm='gdpo' normalises reward components within groups; it works with grpo, dr_grpo and "
-                f"gigpo, not algo={self.algo!r}. Use reward_norm='sum' or another algo."
-            )
         for name in (
             "group_size",
             "groups_per_update",
@@ -308,11 +305,7 @@ class TrainConfig:
                 f"rollout_workers={self.rollout_workers} needs rollout_backend='process' or 'ray' (inproc steps the "
                 "environments in this process)."
             )
-        if self.algo in ("grpo", "dr_grpo", "rloo", "gigpo") and self.group_size < 2:
-            raise ConfigError(
-                f"algo={self.algo!r} compares the episodes of a group, so group_size must be >= 2, got "
-                f"{self.group_size}. Use group_size=4 or more, or algo='ppo'."
-            )
+        algorithm.validate(self)
         if self.minibatches > self.groups_per_update * self.group_size:
             raise ConfigError(
                 f"minibatches ({self.minibatches}) cannot exceed the episodes per update "
@@ -382,7 +375,7 @@ class TrainConfig:
         """The loss aggregation in use (``loss_aggregation`` or the algorithm's default)."""
         if self.loss_aggregation is not None:
             return self.loss_aggregation
-        return "seq-mean-token-sum-norm" if self.algo == "dr_grpo" else "token-mean"
+        return get_algorithm(self.algo).default_aggregation
 
     @property
     def resolved_eval_env_kwargs(self) -> dict[str, Any]:
@@ -396,7 +389,7 @@ class TrainConfig:
         kwargs = dict(self.env_kwargs)
         if isinstance(level, Mapping):
             return self.env_id, {**kwargs, **dict(level)}
-        if isinstance(level, str) and _ENV_ID.match(level):
+        if isinstance(level, str) and ENV_ID.match(level):
             return level, kwargs
         kwarg = (self.difficulty or {}).get("kwarg", "difficulty")
         return self.env_id, {**kwargs, kwarg: level}

@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import datetime as _dt
 import hashlib
 import json
 import logging
@@ -73,9 +72,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envgym._clock import utc_timestamp
 from envgym.errors import ConfigError, EnvgymError, StopRun
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
 from envgym.rollout.records import Trajectory, Turn
+from envgym.trainer.algorithms import Algorithm, Episodes, get_algorithm
 from envgym.trainer.batch import Collected, TrainBatch, build_batch, collect
 from envgym.trainer.checkpoint import CHECKPOINTS_DIR, latest_checkpoint, load_checkpoint, save_checkpoint
 from envgym.trainer.config import RESUMABLE_CHANGES, TrainConfig
@@ -119,10 +120,6 @@ class TrainResult:
     report: Path | None = None
     stopped: bool = False
     abandoned: int | None = None
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _mix(*parts: object) -> int:
@@ -241,6 +238,7 @@ class Trainer:
         if not isinstance(config, TrainConfig):
             raise ConfigError(f"Trainer needs a TrainConfig, got {type(config).__name__}.")
         self.config = config
+        self.algorithm: Algorithm = get_algorithm(config.algo)
         self.out = config.out_dir
         self._model = model
         self._tokenizer = tokenizer
@@ -343,7 +341,7 @@ class Trainer:
         from envgym.rollout.rundir import record_session
 
         session = {
-            "started_at": _now(),
+            "started_at": utc_timestamp(),
             "argv": list(sys.argv),
             "resumed_from": str(checkpoint) if checkpoint else None,
             "world_size": self.dist.world_size,
@@ -565,8 +563,9 @@ class Trainer:
     def _rollout(
         self, update: int, round_: int, seeds: Sequence[int], env: tuple[str, Mapping[str, Any]], max_turns: int | None
     ) -> list[Trajectory]:
-        """Play ``group_size`` episodes of each of ``seeds`` (one harness run per run of consecutive seeds)."""
+        """Play ``group_size`` episodes of each of ``seeds``, all in one harness run."""
         from envgym.rollout.runner import RunConfig, Runner
+        from envgym.rollout.tasks import EpisodeTask
 
         cfg = self.config
         env_id, env_kwargs = env
@@ -581,29 +580,24 @@ class Trainer:
         runs = _contiguous(seeds)
         shown = ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
         self._event(f"update {update}: rollout of {len(seeds) * cfg.group_size} episodes (seeds {shown})")
-        trajectories: list[Trajectory] = []
-        for run in runs:
-            episodes = len(run) * cfg.group_size
-            run_config = RunConfig(
-                env_id=env_id,
-                agent_options={
-                    "temperature": cfg.temperature,
-                    "top_p": cfg.top_p,
-                    "max_new_tokens": cfg.max_new_tokens,
-                },
-                episodes=episodes,
-                seed=run[0],
-                group_size=cfg.group_size,
-                env_kwargs=dict(env_kwargs),
-                max_turns=max_turns,
-                num_envs=cfg.num_envs or episodes,
-                prompt=cfg.prompt,
-                backend=cfg.rollout_backend,
-                workers=cfg.rollout_workers,
-            )
-            out = folder / f"seed-{run[0]}" if self.pool is not None else folder
-            trajectories += Runner(run_config, agent, out=out).run().trajectories
-        return trajectories
+        # One task list, one harness run: the whole update's episodes share the generation batches.
+        tasks = [
+            EpisodeTask(env_id, seed, env_kwargs, group=group, member=member, max_turns=max_turns)
+            for group, seed in enumerate(sorted(seeds))
+            for member in range(cfg.group_size)
+        ]
+        run_config = RunConfig(
+            agent_options={"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens},
+            tasks=tasks,
+            seed=cfg.seed,
+            group_size=cfg.group_size,
+            max_turns=max_turns,
+            num_envs=cfg.num_envs or len(tasks),
+            prompt=cfg.prompt,
+            backend=cfg.rollout_backend,
+            workers=cfg.rollout_workers,
+        )
+        return Runner(run_config, agent, out=folder).run().trajectories
 
     def _evaluate(self, update: int) -> dict[str, float]:
         """Greedy evaluation on the held-out split (rank 0 plays it; every rank gets the metrics)."""
@@ -774,44 +768,27 @@ class Trainer:
     def _make_batch(self, collected: Collected) -> TrainBatch:
         import torch
 
-        from envgym.trainer import advantages as adv_fns
-
         cfg = self.config
         trajs = collected.trajectories
         seeds = [int(t.seed if t.seed is not None else -1) for t in trajs]
         order = {s: i for i, s in enumerate(dict.fromkeys(seeds))}
-        group_ids = torch.tensor([order[s] for s in seeds], dtype=torch.long)
-        returns = torch.tensor([t.total_reward for t in trajs], dtype=torch.float32)
-        per_turn: list[Any]
+        episodes = Episodes(
+            trajectories=trajs,
+            group_ids=torch.tensor([order[s] for s in seeds], dtype=torch.long),
+            returns=torch.tensor([t.total_reward for t in trajs], dtype=torch.float32),
+            config=cfg,
+            turn_values=lambda: self._turn_values(collected),
+        )
+        result = self.algorithm.advantages(episodes)
+        per_turn = result.per_turn
         returns_per_sample: list[float] | None = None
         old_values: list[float] | None = None
-        if cfg.algo == "ppo":
-            per_turn, returns_per_turn, values_per_turn = self._gae(collected)
-            returns_per_sample = [float(returns_per_turn[s.episode][s.turn]) for s in collected.samples]
-            old_values = [float(values_per_turn[s.episode][s.turn]) for s in collected.samples]
-        else:
-            if cfg.algo == "rloo":
-                episode_adv = adv_fns.rloo_advantages(returns, group_ids)
-            elif cfg.reward_norm == "gdpo":
-                names = sorted({k for t in trajs for k in t.reward_components})
-                components = {
-                    name: torch.tensor([float(t.reward_components.get(name, 0.0)) for t in trajs]) for name in names
-                }
-                episode_adv = adv_fns.gdpo_advantages(components, group_ids, normalize_std=cfg.algo != "dr_grpo")
-            else:
-                episode_adv = adv_fns.grpo_advantages(returns, group_ids, normalize_std=cfg.algo != "dr_grpo")
-            if cfg.algo == "gigpo":
-                keys = [[turn.observation for turn in t.turns] for t in trajs]
-                step_returns = [
-                    adv_fns.discounted_returns(torch.tensor(t.rewards, dtype=torch.float32), cfg.gamma) for t in trajs
-                ]
-                step_adv = adv_fns.gigpo_step_advantages(keys, step_returns, group_ids)
-                per_turn = adv_fns.combine_episode_and_step(episode_adv, step_adv, step_weight=cfg.step_weight)
-            else:
-                per_turn = [episode_adv[i].expand(len(t.turns)) for i, t in enumerate(trajs)]
+        if result.returns is not None and result.values is not None:
+            returns_per_sample = [float(result.returns[s.episode][s.turn]) for s in collected.samples]
+            old_values = [float(result.values[s.episode][s.turn]) for s in collected.samples]
         advantages = [float(per_turn[s.episode][s.turn]) for s in collected.samples]
         everyone = [a for part in self.dist.gather(advantages) for a in part] if self.dist.active else advantages
-        if cfg.algo == "ppo" and len(everyone) > 1:  # PPO: advantages whitened over the (whole) batch
+        if self.algorithm.whiten and len(everyone) > 1:  # e.g. PPO: whitened over the (whole) batch
             mean = sum(everyone) / len(everyone)
             std = _std(everyone)
             advantages = [(a - mean) / (std + 1e-8) for a in advantages]
@@ -848,35 +825,25 @@ class Trainer:
             self.policy.train(was_training)
         return torch.cat(parts)
 
-    def _gae(self, collected: Collected) -> tuple[list[Any], list[Any], list[Any]]:
-        """PPO: the value of every turn (before the update), then GAE per episode.
-
-        A turn left out of the batch (no token ids) keeps value 0. Every episode end counts as
-        terminal: a turn limit ends the task, no reward can follow it.
-        """
+    def _turn_values(self, collected: Collected) -> list[Any]:
+        """The value head's estimate of every turn before the update, per episode (value-head
+        algorithms). A turn left out of the batch (no token ids) keeps value 0."""
         import torch
 
-        from envgym.trainer import advantages as adv_fns
-
-        cfg = self.config
         probe = build_batch(collected.samples, [0.0] * len(collected.samples), pad_id=self.policy.pad_id)
         values: list[float] = []
         with torch.no_grad():
-            for micro in probe.split(cfg.micro_batch_size):
+            for micro in probe.split(self.config.micro_batch_size):
                 values += self.policy.forward(micro, values=True).values.float().cpu().tolist()
-        per_turn, returns, turn_values = [], [], []
+        turn_values = []
         for episode, traj in enumerate(collected.trajectories):
             v = torch.zeros(len(traj.turns), dtype=torch.float32)
+            # samples index turns by Turn.index, which is the position in traj.turns
             for turn, position in enumerate(collected.turn_index[episode]):
                 if position is not None:
                     v[turn] = values[position]
-            rewards = torch.tensor(traj.rewards, dtype=torch.float32)
-            adv, ret = adv_fns.gae(rewards, v, last_value=0.0, terminated=True, gamma=cfg.gamma, lam=cfg.lam)
-            per_turn.append(adv)
-            returns.append(ret)
             turn_values.append(v)
-        # samples index turns by Turn.index, which is the position in traj.turns
-        return per_turn, returns, turn_values
+        return turn_values
 
     # ------------------------------------------------------------------------------ optimisation
     def _optimise(self, update: int, batch: TrainBatch) -> dict[str, float]:
@@ -908,7 +875,7 @@ class Trainer:
         # are all 0 has a gradient of exactly 0: it is left out of the forward and backward passes
         # (its tokens still count in the step's normaliser, so the step is the same). Its tokens
         # are then missing from the policy/* statistics.
-        skip_idle = cfg.kl_coef == 0 and cfg.entropy_coef == 0 and cfg.algo != "ppo"
+        skip_idle = cfg.kl_coef == 0 and cfg.entropy_coef == 0 and not self.algorithm.value_head
         skipped = 0
         policy.train()
         for _epoch in range(cfg.ppo_epochs):
@@ -986,7 +953,8 @@ class Trainer:
         import torch
 
         cfg = self.config
-        out = self.policy.forward(micro, entropy=True, values=cfg.algo == "ppo", entropy_grad=cfg.entropy_coef != 0)
+        value_head = self.algorithm.value_head
+        out = self.policy.forward(micro, entropy=True, values=value_head, entropy_grad=cfg.entropy_coef != 0)
         mask = micro.loss_mask.to(out.logprobs.device)
         device = out.logprobs.device
         policy, stats = losses.policy_loss(
@@ -1004,7 +972,7 @@ class Trainer:
         if cfg.kl_coef > 0:
             per_token = losses.kl_penalty(out.logprobs, micro.ref_logprobs.to(device), mask, estimator=cfg.kl_estimator)
             terms["kl"] = losses.aggregate(per_token, mask, aggregation, max_tokens=cfg.max_new_tokens)
-        if cfg.algo == "ppo":
+        if value_head:
             terms["value"] = losses.value_loss(
                 out.values,
                 micro.returns.to(device),
@@ -1019,7 +987,7 @@ class Trainer:
             entropy=entropy,
             entropy_coef=cfg.entropy_coef,
             value=terms.get("value"),
-            vf_coef=cfg.vf_coef if cfg.algo == "ppo" else 0.0,
+            vf_coef=cfg.vf_coef if value_head else 0.0,
         )
         token_entropy = (out.entropy.detach() * mask).sum() / mask.sum().clamp_min(1)
         return terms, {**stats, "entropy": float(token_entropy)}

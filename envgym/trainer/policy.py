@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from envgym.errors import ConfigError, MissingDependencyError
+from envgym.trainer.algorithms import get_algorithm
 from envgym.trainer.config import TrainConfig
 
 __all__ = ["Generation", "HFGeneration", "Policy", "PolicyOutput", "load_policy"]
@@ -126,7 +127,7 @@ class Policy:
             raise ConfigError(f"model {config.model!r} has no output embedding layer; it is not a causal LM.")
         hidden = int(self.base_model.config.hidden_size)
         self.value_head = None
-        if config.algo == "ppo":
+        if get_algorithm(config.algo).value_head:
             self.value_head = torch.nn.Linear(hidden, 1, dtype=torch.float32, device=device)
             torch.nn.init.zeros_(self.value_head.weight)  # the first values are 0: advantages start as returns
             torch.nn.init.zeros_(self.value_head.bias)
