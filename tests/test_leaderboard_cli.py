@@ -84,4 +84,4 @@ def test_usage_errors(runs: dict[str, Path], tmp_path: Path) -> None:
     bad_meta = _invoke("submit", str(runs["random"]), "--meta", "no-equals-sign")
     assert bad_meta.exit_code == 2 and "key=value" in bad_meta.output
     not_a_run = _invoke("submit", str(tmp_path))
-    assert not_a_run.exit_code == 1 and "bench.json is missing" in not_a_run.output
+    assert not_a_run.exit_code == 1 and "is not a bench run folder (no bench.json)" in not_a_run.output
