@@ -7,7 +7,14 @@ from toy_envs import BrokenInfoEnv, GuessEnv, NondeterministicEnv, RaisingEnv
 
 from envgym.errors import EnvContractError
 from envgym.registration import EnvSpec, register
-from envgym.testing import BAD_ACTIONS, check_env
+from envgym.testing import BAD_ACTIONS, CheckReport, check_env
+from envgym.testing.single_agent import (
+    check_bad_inputs,
+    check_pickle,
+    check_reset_info,
+    check_step_before_reset,
+    check_truncation,
+)
 
 for _cls in (GuessEnv, BrokenInfoEnv, NondeterministicEnv, RaisingEnv):
     register(EnvSpec(id=f"envgymtest/{_cls.__name__}-v0", entry_point=f"toy_envs:{_cls.__name__}", family="test"))
@@ -81,3 +88,15 @@ def test_wall_clock_statistics_do_not_count_as_nondeterminism() -> None:
 
     env = gym.wrappers.RecordEpisodeStatistics(gym.make("envgymtest/GuessEnv-v0"))
     assert "seeded_determinism" in check_env(env).checks
+
+
+def test_named_checks_run_on_their_own() -> None:
+    env, report = GuessEnv(max_turns=3), CheckReport("guess")
+    check_step_before_reset(GuessEnv, "guess", report)
+    check_reset_info(env, "guess", 0, report)
+    check_bad_inputs(env, "guess", 0, report)
+    check_truncation(env, "guess", 0, report)
+    check_pickle(env, "guess", 1, report)
+    assert report.checks == ["step_before_reset", "reset_info", "bad_input_fuzz", "max_turns", "pickle_roundtrip"]
+    with pytest.raises(EnvContractError, match=r"\[fuzz\]"):
+        check_bad_inputs(RaisingEnv(), "raising", 0, CheckReport("raising"))

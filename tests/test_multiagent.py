@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import pickle
 import random
+import subprocess
+import sys
 from typing import Any, ClassVar
 
 import pytest
@@ -19,12 +21,16 @@ from envgym.multiagent import (
     UnknownAgentError,
     action_text,
     agent_info,
-    check_aec_env,
-    check_parallel_env,
     shown_action,
 )
 from envgym.spaces import Text
-from envgym.testing import BAD_ACTIONS
+from envgym.testing import BAD_ACTIONS, CheckReport, check_aec_env, check_parallel_env
+from envgym.testing.multi_agent import (
+    check_aec_invalid_run,
+    check_parallel_bad_inputs,
+    check_parallel_invalid_run,
+    check_parallel_reset_info,
+)
 
 TTT = "envgym/TicTacToe-v0"
 
@@ -317,6 +323,17 @@ def test_check_aec_env_contract_checks_without_pettingzoo() -> None:
         check_aec_env(_broken_aec("endless"), pettingzoo_checks=False, fuzz=False, max_steps=300)
 
 
+def test_named_multi_agent_checks_run_on_their_own() -> None:
+    report = CheckReport("rps")
+    env = RockPaperScissors()
+    check_parallel_reset_info(env, "rps", 0, report)
+    check_parallel_bad_inputs(env, "rps", 0, report)
+    check_parallel_invalid_run(env, "rps", 0, 1_000, report)
+    assert report.checks == ["reset_info", "bad_input_fuzz", "invalid_run_ends"]
+    with pytest.raises(EnvContractError, match=r"\[invalid_run\]"):
+        check_aec_invalid_run(_broken_aec("endless")(), "endless", 0, 300, CheckReport("endless"))
+
+
 def test_checkers_need_two_seeds() -> None:
     with pytest.raises(ValueError, match="two seeds"):
         check_aec_env(TTT, seeds=(1,), pettingzoo_checks=False)
@@ -480,3 +497,9 @@ def test_agent_info_has_every_standard_key() -> None:
     assert info["termination_reason"] == "failure" and info["admissible_actions"] == ["a"]
     assert info["reward_components"] == {"x_reward": 1.0} and isinstance(info["reward_components"]["x_reward"], float)
     assert info["extra_key"] == 5
+
+
+def test_the_multiagent_base_does_not_import_the_checkers() -> None:
+    # envgym.testing sits above envgym.multiagent: importing the base must not load the checkers.
+    code = "import sys, envgym.multiagent; sys.exit('envgym.testing' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

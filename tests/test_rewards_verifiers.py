@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
+from support.fake_judge import FakeJudgeBackend
 
 from envgym.errors import ConfigError
 from envgym.rewards.verifiers import (
     ExactMatch,
-    FakeJudgeBackend,
     JsonSchemaMatch,
     JudgeBackend,
     LLMJudge,
@@ -390,6 +390,32 @@ def test_openai_compatible_backend_on_a_loopback_server(monkeypatch: pytest.Monk
     assert result.status == "error" and result.infrastructure
     with pytest.raises(ConfigError, match="http"):
         OpenAICompatibleBackend("localhost:8000", "m")
+
+
+def test_llm_judge_by_name_from_config() -> None:
+    server = http.server.HTTPServer(("127.0.0.1", 0), _ChatHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        judge = build_verifier(
+            {"llm_judge": {"backend": {"base_url": url, "model": "judge-model", "api_key_env": None}, "threshold": 0.9}}
+        )
+        assert isinstance(judge, LLMJudge) and isinstance(judge.backend, OpenAICompatibleBackend)
+        result = judge.verify("forty-two", reference="42")
+        assert result.status == "failed" and result.score == 0.8  # the server's 0.8 is under the threshold
+        assert _ChatHandler.requests[-1]["body"]["model"] == "judge-model"
+    finally:
+        server.shutdown()
+        server.server_close()
+    with pytest.raises(ConfigError, match="off by default"):
+        build_verifier({"llm_judge": {"criteria": "correct?"}})
+    with pytest.raises(ConfigError, match="llm_judge backend: .*base_url, model"):
+        build_verifier({"llm_judge": {"backend": {"url": "http://x"}}})
+    with pytest.raises(ConfigError, match="http"):
+        build_verifier({"llm_judge": {"backend": {"base_url": "localhost:8000", "model": "m"}}})
+    fake = FakeJudgeBackend()
+    assert build_verifier({"llm_judge": {"backend": fake}}).backend is fake
 
 
 def test_results_are_json_serialisable() -> None:

@@ -13,13 +13,12 @@ import pytest
 from test_rewards_envs import LineWalk, PlainCorridor, QuizEnv
 
 from envgym import TextEnv
+from envgym.contrib.rewards import InfoGainHook, InfoGainQuery, answer_probability, information_gain
 from envgym.errors import EnvContractError
 from envgym.registration import EnvSpec, register
 from envgym.rewards import (
     ApplyRubric,
     FormatReward,
-    InfoGainHook,
-    InfoGainQuery,
     InvalidActionPenalty,
     Lexicographic,
     MetaReasoningReward,
@@ -31,10 +30,8 @@ from envgym.rewards import (
     StepCost,
     Term,
     VerifierReward,
-    answer_probability,
     build_rubric,
     component_metrics,
-    information_gain,
 )
 from envgym.rollout import RandomAgent, run_episodes
 from envgym.testing import BAD_ACTIONS

@@ -502,7 +502,7 @@ def test_sequences_with_zero_advantage_are_skipped_without_changing_the_update(
     """With the policy loss alone, sequences whose advantages are all 0 add exactly 0 to the
     gradient: leaving them out of the passes gives the same weights (to float rounding), and the
     metrics count them. Later updates of this run have all-success groups (zero variance)."""
-    from envgym.trainer import loop
+    from envgym.trainer import update
 
     def run(folder: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
         trainer = Trainer(config(tmp_path / folder, updates=6, ppo_epochs=2, micro_batch_size=4))
@@ -512,7 +512,7 @@ def test_sequences_with_zero_advantage_are_skipped_without_changing_the_update(
     rows, weights = run("skip")
     skipped = [row["batch/skipped_zero_advantage"] for row in rows if "batch/skipped_zero_advantage" in row]
     assert sum(skipped) > 0, skipped  # some groups had no reward variance
-    monkeypatch.setattr(loop, "_active_rows", lambda batch: list(range(len(batch))))
+    monkeypatch.setattr(update, "_active_rows", lambda batch: list(range(len(batch))))
     rows_all, weights_all = run("all")
     assert all(row.get("batch/skipped_zero_advantage", 0) == 0 for row in rows_all)
     for name, value in weights.items():

@@ -18,26 +18,44 @@ turns them into the scalar reward. Ablate a reward by configuration, not by fork
 
 Modules:
 
-* :mod:`envgym.rewards.rubrics`: :class:`Rubric` nodes (:class:`Term`, :class:`WeightedSum`,
-  :class:`Gate`, :class:`Product`, :class:`Clip`, :class:`Lexicographic`, :class:`AtEnd`, ...),
-  :func:`build_rubric` (dict), :func:`load_rubric` (YAML);
+* :mod:`envgym.rubric` (also under its older path :mod:`envgym.rewards.rubrics`): :class:`Rubric`
+  nodes (:class:`Term`, :class:`WeightedSum`, :class:`Gate`, :class:`Product`, :class:`Clip`,
+  :class:`Lexicographic`, :class:`AtEnd`, ...), :func:`build_rubric` (dict), :func:`load_rubric`
+  (YAML). It sits below :mod:`envgym.core`, which builds ``make(id, reward=spec)`` with it;
 * :mod:`envgym.rewards.wrappers`: built-in components usable on any env (outcome, format,
-  invalid action, step cost, potential-based progress shaping, RLVMR meta-reasoning, IGPO
-  information gain, verifier score) and :class:`ApplyRubric`;
+  invalid action, step cost, potential-based progress shaping, RLVMR meta-reasoning, verifier
+  score), :class:`ApplyRubric`, and :func:`wrap_rewards`, which stacks them from config by name;
 * :mod:`envgym.rewards.verifiers`: exact, normalised, numeric, regex, JSON schema, sandboxed unit
-  tests, LLM judge (loaded on first use);
+  tests, LLM judge, and :func:`build_verifier` by kind name (loaded on first use);
 * :mod:`envgym.rewards.multiagent`: private / integrated / cooperative reward modes for PettingZoo
   (loaded on first use);
 * :mod:`envgym.rewards.metrics`: ``rewards/<name>/mean`` from per-episode component totals.
+
+IGPO's information-gain hook (:class:`InfoGainHook` and its helpers) moved to
+:mod:`envgym.contrib.rewards`; the old names here still load it.
 """
 
+# ruff: noqa: F401  (the TYPE_CHECKING imports name the lazy exports for type checkers)
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from envgym._imports import lazy_exports
 from envgym.rewards.metrics import component_metrics, episode_totals, metric_key
-from envgym.rewards.rubrics import (
+from envgym.rewards.wrappers import (
+    REWARD_WRAPPERS,
+    ApplyRubric,
+    FormatReward,
+    InvalidActionPenalty,
+    MetaReasoningReward,
+    OutcomeReward,
+    ProgressShaping,
+    StepCost,
+    VerifierReward,
+    build_reward_wrapper,
+    wrap_rewards,
+)
+from envgym.rubric import (
     OPERATORS,
     REWARD_CONTEXT_FIELDS,
     WRAPPER_CONTEXT_FIELDS,
@@ -71,111 +89,91 @@ from envgym.rewards.rubrics import (
     dump_rubric,
     load_rubric,
 )
-from envgym.rewards.wrappers import (
-    ApplyRubric,
-    FormatReward,
-    InfoGainHook,
-    InfoGainQuery,
-    InvalidActionPenalty,
-    MetaReasoningReward,
-    OutcomeReward,
-    ProgressShaping,
-    StepCost,
-    VerifierReward,
-    answer_probability,
-    information_gain,
+
+#: Contributed names that lived here before; they load from :mod:`envgym.contrib.rewards`.
+_MOVED_TO_CONTRIB = ("InfoGainHook", "InfoGainQuery", "answer_probability", "information_gain")
+
+__getattr__, __dir__, _lazy = lazy_exports(
+    __name__,
+    {
+        "verifiers": (
+            "VERIFIER_KINDS",
+            "ExactMatch",
+            "JsonSchemaMatch",
+            "JudgeBackend",
+            "LLMJudge",
+            "NormalizedMatch",
+            "NumericMatch",
+            "OpenAICompatibleBackend",
+            "RegexMatch",
+            "UnitTests",
+            "Verifier",
+            "VerifierResult",
+            "build_verifier",
+        ),
+        "multiagent": (
+            "REWARD_MODES",
+            "AECRewardMode",
+            "ParallelRewardMode",
+            "apply_reward_mode",
+            "interdependence_matrix",
+            "with_reward_mode",
+        ),
+        "envgym.contrib.rewards": _MOVED_TO_CONTRIB,
+    },
 )
 
-_LAZY: dict[str, str] = {
-    "ExactMatch": "envgym.rewards.verifiers",
-    "FakeJudgeBackend": "envgym.rewards.verifiers",
-    "JsonSchemaMatch": "envgym.rewards.verifiers",
-    "JudgeBackend": "envgym.rewards.verifiers",
-    "LLMJudge": "envgym.rewards.verifiers",
-    "NormalizedMatch": "envgym.rewards.verifiers",
-    "NumericMatch": "envgym.rewards.verifiers",
-    "OpenAICompatibleBackend": "envgym.rewards.verifiers",
-    "RegexMatch": "envgym.rewards.verifiers",
-    "UnitTests": "envgym.rewards.verifiers",
-    "Verifier": "envgym.rewards.verifiers",
-    "VerifierResult": "envgym.rewards.verifiers",
-    "build_verifier": "envgym.rewards.verifiers",
-    "REWARD_MODES": "envgym.rewards.multiagent",
-    "AECRewardMode": "envgym.rewards.multiagent",
-    "ParallelRewardMode": "envgym.rewards.multiagent",
-    "apply_reward_mode": "envgym.rewards.multiagent",
-    "interdependence_matrix": "envgym.rewards.multiagent",
-    "with_reward_mode": "envgym.rewards.multiagent",
-}
-
-__all__ = [
-    "OPERATORS",
-    "REWARD_CONTEXT_FIELDS",
-    "REWARD_MODES",
-    "WRAPPER_CONTEXT_FIELDS",
-    "AECRewardMode",
-    "AllOf",
-    "AnyOf",
-    "ApplyRubric",
-    "AtEnd",
-    "Clip",
-    "Compare",
-    "Condition",
-    "Const",
-    "ContextValue",
-    "ExactMatch",
-    "FakeJudgeBackend",
-    "Flag",
-    "FormatReward",
-    "FunctionRubric",
-    "Gate",
-    "InfoGainHook",
-    "InfoGainQuery",
-    "Inner",
-    "InvalidActionPenalty",
-    "JsonSchemaMatch",
-    "JudgeBackend",
-    "LLMJudge",
-    "Lexicographic",
-    "MetaReasoningReward",
-    "NormalizedMatch",
-    "Not",
-    "NumericMatch",
-    "OpenAICompatibleBackend",
-    "OutcomeReward",
-    "ParallelRewardMode",
-    "Product",
-    "ProgressShaping",
-    "RegexMatch",
-    "Rubric",
-    "RubricError",
-    "RubricSpec",
-    "StepContext",
-    "StepCost",
-    "StepRecord",
-    "Sum",
-    "Term",
-    "TextMatches",
-    "UnitTests",
-    "Verifier",
-    "VerifierResult",
-    "VerifierReward",
-    "WeightedSum",
-    "answer_probability",
-    "apply_reward_mode",
-    "as_rubric",
-    "build_condition",
-    "build_rubric",
-    "build_verifier",
-    "component_metrics",
-    "dump_rubric",
-    "episode_totals",
-    "information_gain",
-    "interdependence_matrix",
-    "load_rubric",
-    "metric_key",
-    "with_reward_mode",
-]
+__all__ = sorted(  # noqa: PLE0605 - one list: the eager names and the lazy ones
+    {name for name in _lazy if name not in _MOVED_TO_CONTRIB}
+    | {
+        "OPERATORS",
+        "REWARD_CONTEXT_FIELDS",
+        "REWARD_WRAPPERS",
+        "WRAPPER_CONTEXT_FIELDS",
+        "AllOf",
+        "AnyOf",
+        "ApplyRubric",
+        "AtEnd",
+        "Clip",
+        "Compare",
+        "Condition",
+        "Const",
+        "ContextValue",
+        "Flag",
+        "FormatReward",
+        "FunctionRubric",
+        "Gate",
+        "Inner",
+        "InvalidActionPenalty",
+        "Lexicographic",
+        "MetaReasoningReward",
+        "Not",
+        "OutcomeReward",
+        "Product",
+        "ProgressShaping",
+        "Rubric",
+        "RubricError",
+        "RubricSpec",
+        "StepContext",
+        "StepCost",
+        "StepRecord",
+        "Sum",
+        "Term",
+        "TextMatches",
+        "VerifierReward",
+        "WeightedSum",
+        "as_rubric",
+        "build_condition",
+        "build_reward_wrapper",
+        "build_rubric",
+        "component_metrics",
+        "dump_rubric",
+        "episode_totals",
+        "load_rubric",
+        "metric_key",
+        "wrap_rewards",
+    }
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from envgym.rewards.multiagent import (
@@ -187,8 +185,8 @@ if TYPE_CHECKING:  # pragma: no cover
         with_reward_mode,
     )
     from envgym.rewards.verifiers import (
+        VERIFIER_KINDS,
         ExactMatch,
-        FakeJudgeBackend,
         JsonSchemaMatch,
         JudgeBackend,
         LLMJudge,
@@ -201,16 +199,3 @@ if TYPE_CHECKING:  # pragma: no cover
         VerifierResult,
         build_verifier,
     )
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'envgym.rewards' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})

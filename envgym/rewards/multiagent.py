@@ -31,7 +31,7 @@ from pettingzoo.utils.env import AECEnv, ParallelEnv
 from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper
 
 from envgym.errors import suggest
-from envgym.rewards.rubrics import RubricError
+from envgym.rubric import RubricError
 
 __all__ = [
     "REWARD_MODES",

@@ -4,12 +4,15 @@
 the loop itself load on first use of a name (so ``import envgym`` stays cheap).
 
 Modules: :mod:`~envgym.trainer.config` (the run's settings), :mod:`~envgym.trainer.loop` (the
-loop), :mod:`~envgym.trainer.batch` (trajectories to tensors), :mod:`~envgym.trainer.policy`
-(model, LoRA, value head, generation), :mod:`~envgym.trainer.advantages` and
-:mod:`~envgym.trainer.losses` (the algorithms), :mod:`~envgym.trainer.curriculum` (horizon,
-difficulty ladder, task pool and filter), :mod:`~envgym.trainer.distributed` (data parallel under
-``torchrun``), :mod:`~envgym.trainer.checkpoint`, :mod:`~envgym.trainer.metrics` and
-:mod:`~envgym.trainer.report`.
+loop, orchestrating), :mod:`~envgym.trainer.rollout` (which tasks an update plays, playing them,
+evaluation), :mod:`~envgym.trainer.update` (advantages into a batch, the optimizer steps),
+:mod:`~envgym.trainer.state` (task seeds, curricula, snapshots, the run folder),
+:mod:`~envgym.trainer.algorithms` (the algorithms, by name), :mod:`~envgym.trainer.batch`
+(trajectories to tensors), :mod:`~envgym.trainer.policy` (model, LoRA, value head, generation),
+:mod:`~envgym.trainer.advantages` and :mod:`~envgym.trainer.losses` (the pure estimators and loss
+terms), :mod:`~envgym.trainer.curriculum` (horizon, difficulty ladder, task pool and filter),
+:mod:`~envgym.trainer.distributed` (data parallel under ``torchrun``),
+:mod:`~envgym.trainer.checkpoint`, :mod:`~envgym.trainer.metrics` and :mod:`~envgym.trainer.report`.
 """
 
 from __future__ import annotations

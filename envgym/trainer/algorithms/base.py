@@ -1,8 +1,8 @@
 """What an algorithm is to the trainer: how advantages come from a batch of episodes, which loss
 terms it adds, whether the policy needs a value head, and which settings it accepts.
 
-The trainer loop (:mod:`envgym.trainer.loop`) never names an algorithm: it asks the one chosen by
-``TrainConfig.algo`` (:func:`envgym.trainer.algorithms.get_algorithm`).
+The trainer (:mod:`envgym.trainer.loop`, :mod:`envgym.trainer.update`) never names an algorithm:
+it asks the one chosen by ``TrainConfig.algo`` (:func:`envgym.trainer.algorithms.get_algorithm`).
 """
 
 from __future__ import annotations
