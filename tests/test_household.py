@@ -7,12 +7,15 @@ import random
 from collections import deque
 
 import pytest
-
-import envgym
 from envgym.agents.oracle import OracleAgent
 from envgym.agents.solvers.household import Solver, parse_goal
-from envgym.environments.household import world as W
+from envgym.environments.household.catalogue import CLEAN, COOL, HEAT, LOOK, PICK, ROOMS, TASK_TYPES, TWO
 from envgym.environments.household.env import HouseholdEnv, canonical_command
+from envgym.environments.household.floorplans import FLOORPLANS, SIZES, VARIANTS, goal_combos, is_unseen_combo
+from envgym.environments.household.goals import Goal
+from envgym.environments.household.simulator import World, is_mutating
+
+import envgym
 from envgym.errors import InvalidKwargsError
 from envgym.rollout import run_episodes
 from envgym.testing import check_env
@@ -22,7 +25,7 @@ SPLITS = ("train", "valid_seen", "valid_unseen")
 
 
 # ----------------------------------------------------------------------------- helpers
-def kitchen_world(**overrides: object) -> W.World:
+def kitchen_world(**overrides: object) -> World:
     """A two-room house built by hand: kitchen appliances, a bedroom with both lamp kinds."""
     spec = {
         "rooms": {
@@ -41,10 +44,10 @@ def kitchen_world(**overrides: object) -> W.World:
         "start_room": "kitchen",
     }
     spec.update(overrides)
-    return W.World.build(spec["rooms"], spec["objects"], closed=spec["closed"], start_room=spec["start_room"])
+    return World.build(spec["rooms"], spec["objects"], closed=spec["closed"], start_room=spec["start_room"])
 
 
-def play(goal: W.Goal, commands: list[str], world: W.World | None = None, **kwargs: object):
+def play(goal: Goal, commands: list[str], world: World | None = None, **kwargs: object):
     env = HouseholdEnv(**kwargs)
     obs, info = env.reset(seed=0, options={"world": world or kitchen_world(), "goal": goal})
     steps = [(obs, 0.0, False, False, info)]
@@ -87,12 +90,12 @@ def test_registered_ids() -> None:
 @pytest.mark.parametrize(
     "variant, task_type",
     [
-        ("PickPlace", W.PICK),
-        ("LookInLight", W.LOOK),
-        ("Clean", W.CLEAN),
-        ("Heat", W.HEAT),
-        ("Cool", W.COOL),
-        ("PickTwo", W.TWO),
+        ("PickPlace", PICK),
+        ("LookInLight", LOOK),
+        ("Clean", CLEAN),
+        ("Heat", HEAT),
+        ("Cool", COOL),
+        ("PickTwo", TWO),
     ],
 )
 def test_task_type_variants(variant: str, task_type: str) -> None:
@@ -131,7 +134,7 @@ def test_kwargs_validation() -> None:
     with pytest.raises(InvalidKwargsError, match="closed_fraction"):
         HouseholdEnv(closed_fraction=2)
     for alias in ("heat", 4, "4", "pick_heat_then_place_in_recep"):
-        assert HouseholdEnv(task_type=alias).task_type == W.HEAT
+        assert HouseholdEnv(task_type=alias).task_type == HEAT
     assert HouseholdEnv(task_type="any").task_type is None
 
 
@@ -147,7 +150,7 @@ def test_overrides_change_the_house() -> None:
 
 # ----------------------------------------------------------------------------- grammar
 def test_grammar_walkthrough() -> None:
-    goal = W.Goal(W.CLEAN, "mug", "coffeemachine")
+    goal = Goal(CLEAN, "mug", "coffeemachine")
     env = HouseholdEnv()
     obs, info = env.reset(seed=0, options={"world": kitchen_world(), "goal": goal})
     assert "You are in the middle of the kitchen." in obs
@@ -207,7 +210,7 @@ def test_grammar_walkthrough() -> None:
     ],
 )
 def test_put_aliases(command: str) -> None:
-    goal = W.Goal(W.PICK, "mug", "countertop")
+    goal = Goal(PICK, "mug", "countertop")
     world = kitchen_world(objects={"mug 1": "sinkbasin 1"})
     _env, steps = play(goal, ["go to sinkbasin 1", "take mug 1 from sinkbasin 1", "go to countertop 1", command], world)
     obs, _, terminated, _, info = steps[-1]
@@ -224,7 +227,7 @@ def test_canonical_command() -> None:
 
 
 def test_invalid_actions_say_nothing_happens() -> None:
-    goal = W.Goal(W.PICK, "mug", "coffeemachine")
+    goal = Goal(PICK, "mug", "coffeemachine")
     _env, steps = play(
         goal,
         [
@@ -310,7 +313,7 @@ def test_admissible_actions_are_exactly_the_valid_commands() -> None:
 
 
 def test_one_object_at_a_time() -> None:
-    goal = W.Goal(W.PICK, "mug", "coffeemachine")
+    goal = Goal(PICK, "mug", "coffeemachine")
     world = kitchen_world(objects={"mug 1": "countertop 1", "apple 1": "countertop 1"})
     _env, steps = play(
         goal, ["go to countertop 1", "take apple 1 from countertop 1", "take mug 1 from countertop 1"], world
@@ -320,7 +323,7 @@ def test_one_object_at_a_time() -> None:
 
 
 def test_slice() -> None:
-    goal = W.Goal(W.PICK, "apple", "diningtable")
+    goal = Goal(PICK, "apple", "diningtable")
     world = kitchen_world(objects={"knife 1": "countertop 1", "apple 1": "countertop 1"})
     _env, steps = play(
         goal,
@@ -332,7 +335,7 @@ def test_slice() -> None:
 
 # ----------------------------------------------------------------------------- success checks per task type
 def test_success_pick_and_place() -> None:
-    goal = W.Goal(W.PICK, "mug", "coffeemachine")
+    goal = Goal(PICK, "mug", "coffeemachine")
     _, steps = play(
         goal,
         [
@@ -355,13 +358,13 @@ def test_success_pick_and_place() -> None:
 @pytest.mark.parametrize(
     "task_type, verb, appliance, prop",
     [
-        (W.CLEAN, "clean", "sinkbasin 1", "clean"),
-        (W.HEAT, "heat", "microwave 1", "hot"),
-        (W.COOL, "cool", "fridge 1", "cool"),
+        (CLEAN, "clean", "sinkbasin 1", "clean"),
+        (HEAT, "heat", "microwave 1", "hot"),
+        (COOL, "cool", "fridge 1", "cool"),
     ],
 )
 def test_success_state_then_place(task_type: str, verb: str, appliance: str, prop: str) -> None:
-    goal = W.Goal(task_type, "mug", "coffeemachine")
+    goal = Goal(task_type, "mug", "coffeemachine")
     plain = [
         "go to countertop 1",
         "take mug 1 from countertop 1",
@@ -391,7 +394,7 @@ def test_success_state_then_place(task_type: str, verb: str, appliance: str, pro
 
 
 def test_heat_then_cool_is_not_hot() -> None:
-    goal = W.Goal(W.HEAT, "mug", "coffeemachine")
+    goal = Goal(HEAT, "mug", "coffeemachine")
     _env, steps = play(
         goal,
         [
@@ -412,7 +415,7 @@ def test_heat_then_cool_is_not_hot() -> None:
     "lamp, lamp_at, use", [("desklamp", "desk 1", "desklamp 1"), ("floorlamp", "floorlamp 1", "floorlamp 1")]
 )
 def test_success_look_at_obj_in_light(lamp: str, lamp_at: str, use: str) -> None:
-    goal = W.Goal(W.LOOK, "book", lamp)
+    goal = Goal(LOOK, "book", lamp)
     assert goal.text == f"look at book under the {lamp}"
     # Lamp on but the book is not held: no success; then fetch the book and come back.
     commands = [f"go to {lamp_at}", f"use {use}", "go to shelf 1", "take book 1 from shelf 1", f"go to {lamp_at}"]
@@ -427,7 +430,7 @@ def test_success_look_at_obj_in_light(lamp: str, lamp_at: str, use: str) -> None
 
 
 def test_success_pick_two() -> None:
-    goal = W.Goal(W.TWO, "mug", "countertop", template=1)
+    goal = Goal(TWO, "mug", "countertop", template=1)
     assert goal.text == "find two mug and put them in countertop"
     world = kitchen_world(
         rooms={"kitchen": ["countertop 1", "countertop 2", "cabinet 1", "sinkbasin 1"]},
@@ -455,13 +458,13 @@ def test_success_pick_two() -> None:
 
 # ----------------------------------------------------------------------------- splits and determinism
 def test_split_partition_is_nonempty_for_every_type() -> None:
-    for task_type in W.TASK_TYPES:
-        seen, unseen = W.goal_combos(task_type, False), W.goal_combos(task_type, True)
+    for task_type in TASK_TYPES:
+        seen, unseen = goal_combos(task_type, False), goal_combos(task_type, True)
         assert seen and unseen and not set(seen) & set(unseen)
-    for room in W.ROOMS:
-        for size in W.SIZES:
-            plans = [fp for fp in W.FLOORPLANS.values() if fp.room == room and fp.size == size]
-            assert sum(fp.unseen for fp in plans) == 1 and len(plans) == W.VARIANTS
+    for room in ROOMS:
+        for size in SIZES:
+            plans = [fp for fp in FLOORPLANS.values() if fp.room == room and fp.size == size]
+            assert sum(fp.unseen for fp in plans) == 1 and len(plans) == VARIANTS
 
 
 @pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
@@ -483,10 +486,10 @@ def test_unseen_combos_and_layouts_never_in_train(difficulty: str) -> None:
     assert not train[1] & unseen[1]
     assert not train[2] & unseen[2]
     # The declared partition holds for every task drawn.
-    assert all(not W.is_unseen_combo(*c) for c in train[0] | seen[0])
-    assert all(W.is_unseen_combo(*c) for c in unseen[0])
-    assert all(not W.FLOORPLANS[p].unseen for p in train[1] | seen[1])
-    assert all(W.FLOORPLANS[p].unseen for p in unseen[1])
+    assert all(not is_unseen_combo(*c) for c in train[0] | seen[0])
+    assert all(is_unseen_combo(*c) for c in unseen[0])
+    assert all(not FLOORPLANS[p].unseen for p in train[1] | seen[1])
+    assert all(FLOORPLANS[p].unseen for p in unseen[1])
     # valid_seen draws from train's distribution: its pairs are mostly ones train has drawn too.
     assert len(seen[0] & train[0]) / len(seen[0]) > 0.6
     assert len(unseen[0]) >= 10
@@ -525,7 +528,7 @@ def test_planner_solves_every_type(difficulty: str, split: str, episodes: int) -
     for seed in range(episodes):
         ok, _, task_type = solve(f"envgym/Household-{difficulty.capitalize()}-v0", seed, split=split)
         wins[task_type].append(ok)
-    assert set(wins) == set(W.TASK_TYPES)
+    assert set(wins) == set(TASK_TYPES)
     for task_type, results in wins.items():
         assert len(results) >= 20
         assert sum(results) / len(results) >= 0.99, (task_type, sum(results), len(results))
@@ -547,17 +550,17 @@ def test_random_agent_rarely_succeeds() -> None:
 
 
 # ----------------------------------------------------------------------------- optimal plans
-def _strip(world: W.World, goal: W.Goal) -> W.World:
+def _strip(world: World, goal: Goal) -> World:
     """The same house with only the goal objects and the lamps (distractors never shorten a plan)."""
     rooms: dict[str, list[str]] = {key: [] for key in world.rooms}
     for rec in world.recs:
         rooms[world.rooms[rec.room]].append(rec.name)
     keep = {o.name: world.recs[o.loc].name for o in world.items if o.type in (goal.obj, "desklamp")}
     closed = [r.name for r in world.recs if not r.is_open]
-    return W.World.build(rooms, keep, closed=closed, start_room=world.rooms[world.room])
+    return World.build(rooms, keep, closed=closed, start_room=world.rooms[world.room])
 
 
-def _bfs_length(world: W.World, goal: W.Goal, limit: int) -> int:
+def _bfs_length(world: World, goal: Goal, limit: int) -> int:
     frontier = deque([(world, 0)])
     seen = {world.state_key()}
     while frontier:
@@ -565,7 +568,7 @@ def _bfs_length(world: W.World, goal: W.Goal, limit: int) -> int:
         if depth >= limit:
             continue
         commands = [("go", str(i)) for i in state.go_commands().values() if i != state.loc]
-        commands += [c for c in state.local_commands().values() if W.is_mutating(c) and c[0] != "close"]
+        commands += [c for c in state.local_commands().values() if is_mutating(c) and c[0] != "close"]
         for command in commands:
             nxt = state.clone()
             nxt.execute(command)
@@ -578,7 +581,7 @@ def _bfs_length(world: W.World, goal: W.Goal, limit: int) -> int:
     return limit + 1
 
 
-@pytest.mark.parametrize("task_type", W.TASK_TYPES)
+@pytest.mark.parametrize("task_type", TASK_TYPES)
 def test_optimal_plan_is_shortest_and_works(task_type: str) -> None:
     env = HouseholdEnv(difficulty="easy", task_type=task_type)
     for seed in range(3):
@@ -651,11 +654,11 @@ def test_perf_script_runs_and_reports(tmp_path) -> None:
 def test_custom_world_validation() -> None:
     env = HouseholdEnv()
     with pytest.raises(InvalidKwargsError, match="already holds"):
-        env.reset(options={"world": kitchen_world(), "goal": W.Goal(W.PICK, "mug", "countertop")})
+        env.reset(options={"world": kitchen_world(), "goal": Goal(PICK, "mug", "countertop")})
     with pytest.raises(InvalidKwargsError, match="World and Goal"):
         env.reset(options={"world": "kitchen", "goal": None})
     with pytest.raises(ValueError, match="not a receptacle"):
-        W.World.build({"kitchen": ["countertop 1"]}, {"mug 1": "fridge 1"})
+        World.build({"kitchen": ["countertop 1"]}, {"mug 1": "fridge 1"})
 
 
 # ----------------------------------------------------------------------------- regressions (bug hunt)

@@ -7,7 +7,7 @@ Prints, for each difficulty preset (through ``envgym.make``, one process, one co
 * the planner's (``envgym.agents.solvers.household``) success rate and mean turns per task type
   and split, and the random agent's (uniform over ``admissible_actions``) success rate;
 * the distribution of optimal plan lengths per task type. Optimal lengths come from the
-  privileged closed-form planner :func:`envgym.environments.household.world.optimal_plan`
+  privileged closed-form planner :func:`envgym.environments.household.planner.optimal_plan`
   (exhaustive over goal objects, target receptacles, appliances and lamps; checked against
   breadth-first search in ``tests/test_household.py``). It reads the true world state, so it
   is a reference for the report, not an agent.
@@ -30,9 +30,10 @@ import sys
 import time
 from typing import Any
 
-import envgym
 from envgym.agents.solvers.household import Solver
-from envgym.environments.household.world import TASK_TYPES
+from envgym.environments.household.catalogue import TASK_TYPES
+
+import envgym
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 SHORT = {

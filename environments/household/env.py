@@ -7,8 +7,13 @@ import random
 import re
 from typing import Any, ClassVar
 
+from envgym.environments.household.catalogue import ROOMS, TASK_ALIASES, TASK_TYPES, resolve_task_type
+from envgym.environments.household.generator import DIFFICULTIES, generate
+from envgym.environments.household.goals import Goal
+from envgym.environments.household.planner import optimal_plan
+from envgym.environments.household.simulator import World, is_mutating
+
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.environments.household import world as W
 from envgym.errors import InvalidKwargsError, check_choice, suggest
 
 __all__ = ["HouseholdEnv"]
@@ -89,7 +94,7 @@ class HouseholdEnv(TextEnv):
 
     * ``success_reward``: +1 on the step that reaches the goal.
     * ``progress_reward``: the change of :meth:`progress` (sub-goal progress in [0, 1], see
-      :meth:`envgym.environments.household.world.Goal.progress`) on each step, so the sum over
+      :meth:`envgym.environments.household.goals.Goal.progress`) on each step, so the sum over
       an episode is the final progress. With the default rubric (the plain sum) a success is
       worth 2.0; pass ``reward={"progress_reward": 0}`` for ALFWorld's sparse reward, or keep
       ``info["progress"]`` for potential-based shaping in a reward layer.
@@ -117,8 +122,8 @@ class HouseholdEnv(TextEnv):
       ``step_cost``, ``reward``, ``render_mode``.
 
     ``reset(options={"world": world, "goal": goal})`` plays a hand-built
-    :class:`~envgym.environments.household.world.World` and
-    :class:`~envgym.environments.household.world.Goal` instead of a generated one.
+    :class:`~envgym.environments.household.simulator.World` and
+    :class:`~envgym.environments.household.goals.Goal` instead of a generated one.
 
     **Version history.** v0: first release.
     """
@@ -158,19 +163,19 @@ class HouseholdEnv(TextEnv):
             split=split,
             render_mode=render_mode,
         )
-        check_choice("difficulty", difficulty, W.DIFFICULTIES)
+        check_choice("difficulty", difficulty, DIFFICULTIES)
         try:
-            self.task_type = W.resolve_task_type(task_type)
+            self.task_type = resolve_task_type(task_type)
         except KeyError:
-            names = sorted({*W.TASK_TYPES, *(k for k in W.TASK_ALIASES if not k.isdigit())})
+            names = sorted({*TASK_TYPES, *(k for k in TASK_ALIASES if not k.isdigit())})
             raise InvalidKwargsError(
                 f"task_type must be None, 'any', 1-6 or one of {', '.join(map(repr, names))}; got {task_type!r}."
                 f"{suggest(str(task_type), names)}"
             ) from None
-        preset = W.DIFFICULTIES[difficulty]
+        preset = DIFFICULTIES[difficulty]
         if rooms is not None:
-            if not isinstance(rooms, int) or isinstance(rooms, bool) or not 1 <= rooms <= len(W.ROOMS):
-                raise InvalidKwargsError(f"rooms must be an integer from 1 to {len(W.ROOMS)}, got {rooms!r}.")
+            if not isinstance(rooms, int) or isinstance(rooms, bool) or not 1 <= rooms <= len(ROOMS):
+                raise InvalidKwargsError(f"rooms must be an integer from 1 to {len(ROOMS)}, got {rooms!r}.")
             preset = dataclasses.replace(preset, rooms=rooms)
         if distractors is not None:
             pair = (distractors, distractors) if isinstance(distractors, int) else distractors
@@ -190,8 +195,8 @@ class HouseholdEnv(TextEnv):
             preset = dataclasses.replace(preset, closed_fraction=float(closed_fraction))
         self.difficulty = difficulty
         self.settings = preset
-        self.world: W.World | None = None
-        self.goal: W.Goal | None = None
+        self.world: World | None = None
+        self.goal: Goal | None = None
         self._adm: list[str] | None = None
         self._local: dict[str, tuple[str, ...]] = {}
         self._progress = 0.0
@@ -200,7 +205,7 @@ class HouseholdEnv(TextEnv):
     def _generate(self, rng: random.Random, options: dict[str, Any] | None) -> Task:
         if options and "world" in options:
             world, goal = options["world"], options.get("goal")
-            if not isinstance(world, W.World) or not isinstance(goal, W.Goal):
+            if not isinstance(world, World) or not isinstance(goal, Goal):
                 raise InvalidKwargsError(
                     "reset options 'world' and 'goal' must be a household World and Goal, got "
                     f"{type(world).__name__} and {type(goal).__name__}."
@@ -211,7 +216,7 @@ class HouseholdEnv(TextEnv):
             custom = True
         else:
             unseen = self.split == "valid_unseen"
-            world, goal = W.generate(rng, task_type=self.task_type, difficulty=self.settings, unseen=unseen)
+            world, goal = generate(rng, task_type=self.task_type, difficulty=self.settings, unseen=unseen)
             custom = False
         self.world, self.goal = world, goal
         self._adm = None
@@ -278,7 +283,7 @@ class HouseholdEnv(TextEnv):
         world, goal = self.world, self.goal
         assert world is not None and goal is not None
         feedback = world.execute(action)
-        if not W.is_mutating(action):
+        if not is_mutating(action):
             return Transition(feedback, {})
         self._adm = None
         before = self._progress
@@ -300,4 +305,4 @@ class HouseholdEnv(TextEnv):
     def optimal_plan(self) -> list[str]:
         """Privileged shortest plan from a fresh reset (for reports and tests, not agents)."""
         assert self.world is not None and self.goal is not None
-        return W.optimal_plan(self.world, self.goal)
+        return optimal_plan(self.world, self.goal)
