@@ -10,56 +10,49 @@ a browser, docker, ray, a model) is imported until a function needs it.
 
 from __future__ import annotations
 
-import importlib
+from typing import TYPE_CHECKING
 
 from envgym import _autoregister
+from envgym._imports import lazy_exports
 
 __version__ = "0.1.0"
 
-_LAZY: dict[str, str] = {
-    # core
-    "TextEnv": "envgym.core",
-    "Task": "envgym.core",
-    "Transition": "envgym.core",
-    "InvalidAction": "envgym.core",
-    "TerminationReason": "envgym.core",
-    "RewardContext": "envgym.core",
-    "extract_action": "envgym.core",
-    "INFO_KEYS": "envgym.core",
-    # registry
-    "EnvSpec": "envgym.registration",
-    "make": "envgym.registration",
-    "make_aec": "envgym.registration",
-    "make_parallel": "envgym.registration",
-    "spec": "envgym.registration",
-    "list_envs": "envgym.registration",
-    "register": "envgym.registration",
-    # checkers
-    "check_env": "envgym.testing",
-    "check_aec_env": "envgym.testing",
-    "check_parallel_env": "envgym.testing",
-}
-_SUBMODULES = frozenset(
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
     {
+        "envgym.core": (
+            "INFO_KEYS",
+            "InvalidAction",
+            "RewardContext",
+            "Task",
+            "TerminationReason",
+            "TextEnv",
+            "Transition",
+            "extract_action",
+        ),
+        "envgym.registration": ("EnvSpec", "list_envs", "make", "make_aec", "make_parallel", "register", "spec"),
+        "envgym.testing": ("check_aec_env", "check_env", "check_parallel_env"),
+    },
+    submodules=(
+        "bench",
+        "cli",
         "core",
         "errors",
-        "spaces",
+        "leaderboard",
+        "models",
+        "multiagent",
         "registration",
-        "testing",
         "rewards",
         "rollout",
-        "multiagent",
-        "models",
-        "bench",
+        "rubric",
+        "spaces",
+        "testing",
         "trainer",
-        "leaderboard",
-        "cli",
-    }
+    ),
+    own=("__version__",),
 )
 
-__all__ = sorted([*_LAZY, "__version__"])
-
-if False:  # typing.TYPE_CHECKING without importing typing  # pragma: no cover
+if TYPE_CHECKING:  # pragma: no cover
     from envgym.core import (  # noqa: F401
         INFO_KEYS,
         InvalidAction,
@@ -72,21 +65,5 @@ if False:  # typing.TYPE_CHECKING without importing typing  # pragma: no cover
     )
     from envgym.registration import EnvSpec, list_envs, make, make_aec, make_parallel, register, spec  # noqa: F401
     from envgym.testing import check_aec_env, check_env, check_parallel_env  # noqa: F401
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is not None:
-        value = getattr(importlib.import_module(module), name)
-        globals()[name] = value
-        return value
-    if name in _SUBMODULES:
-        return importlib.import_module(f"envgym.{name}")
-    raise AttributeError(f"module 'envgym' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY, *_SUBMODULES})
-
 
 _autoregister.install()

@@ -11,6 +11,7 @@ registration happens at once. A failure never breaks ``import gymnasium``: it be
 from __future__ import annotations
 
 import sys
+import warnings
 
 _TARGET = "gymnasium"
 
@@ -21,8 +22,6 @@ def _register_now() -> None:
 
         register_envs()
     except Exception as err:  # noqa: BLE001 - never break the user's import of gymnasium
-        import warnings
-
         warnings.warn(f"envgym could not register its environments with Gymnasium: {err!r}", stacklevel=2)
 
 

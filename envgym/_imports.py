@@ -58,13 +58,21 @@ def optional(module: str, *, purpose: str, extra: str | None = None) -> ModuleTy
 
 
 def lazy_exports(
-    package: str, exports: Mapping[str, Iterable[str]], *, aliases: Mapping[str, str] | None = None
+    package: str,
+    exports: Mapping[str, Iterable[str]],
+    *,
+    aliases: Mapping[str, str] | None = None,
+    submodules: Iterable[str] = (),
+    own: Iterable[str] = (),
 ) -> tuple[Callable[[str], Any], Callable[[], list[str]], list[str]]:
     """``__getattr__``, ``__dir__`` and ``__all__`` for a package whose names load on first use.
 
     ``exports`` maps a submodule (relative, ``"runner"``, or absolute, ``"envgym.core"``) to the
-    public names it defines; ``aliases`` maps an old public name to its current one.
+    public names it defines; ``aliases`` maps an old public name to its current one;
+    ``submodules`` are the subpackages reachable as attributes (``envgym.bench``) before anyone
+    imported them; ``own`` are public names the package defines itself (listed in ``__all__``).
     """
+    reachable = frozenset(submodules)
     where: dict[str, str] = {}
     for submodule, names in exports.items():
         target = submodule if submodule.startswith("envgym") else f"{package}.{submodule}"
@@ -73,12 +81,14 @@ def lazy_exports(
                 raise ValueError(f"{package}: {name!r} exported twice ({where[name]} and {target})")
             where[name] = target
     renamed = dict(aliases or {})
-    public = sorted({*where, *renamed})
+    public = sorted({*where, *renamed, *own})
 
     def __getattr__(name: str) -> Any:
         current = renamed.get(name, name)
         target = where.get(current)
         if target is None:
+            if name in reachable:
+                return importlib.import_module(f"{package}.{name}")
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(target), current)
         module = importlib.import_module(package)
@@ -87,6 +97,6 @@ def lazy_exports(
 
     def __dir__() -> list[str]:
         module = importlib.import_module(package)
-        return sorted({*vars(module), *public})
+        return sorted({*vars(module), *public, *reachable})
 
     return __getattr__, __dir__, public

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envgym._imports import optional
 from envgym.errors import ConfigError, MissingDependencyError, suggest
 
 __all__ = [
@@ -97,13 +98,7 @@ MODEL_ALIASES: dict[str, str] = {
 # ----------------------------------------------------------------------------- optional imports
 def _import_llm_stack(purpose: str) -> tuple[Any, Any]:
     """Return ``(torch, transformers)`` or raise :class:`MissingDependencyError`."""
-    modules = []
-    for name in ("torch", "transformers"):
-        try:
-            modules.append(importlib.import_module(name))
-        except ImportError as err:
-            raise MissingDependencyError(name, "llm", purpose) from err
-    return modules[0], modules[1]
+    return optional("torch", purpose=purpose), optional("transformers", purpose=purpose)
 
 
 @contextlib.contextmanager
@@ -235,10 +230,7 @@ def convert_gguf(gguf_path: str | os.PathLike[str], target: str | os.PathLike[st
     if _is_complete(target) and not force:
         return target
     torch, transformers = _import_llm_stack("converting a GGUF model")
-    try:
-        importlib.import_module("gguf")
-    except ImportError as err:
-        raise MissingDependencyError("gguf", "llm", "converting a GGUF model") from err
+    optional("gguf", purpose="converting a GGUF model")
     target.parent.mkdir(parents=True, exist_ok=True)
     with _file_lock(target.parent / f".{target.name}.lock"):
         if _is_complete(target) and not force:  # another process finished it while we waited

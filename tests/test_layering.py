@@ -81,6 +81,46 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
     return found
 
 
+def _inner_imports(path: Path) -> list[tuple[str, tuple[str, ...], int]]:
+    """(imported module, names taken from it, line) for every import made inside a function body."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found: set[tuple[str, tuple[str, ...], int]] = set()
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Import):
+                found |= {(alias.name, (), node.lineno) for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add((node.module, tuple(alias.name for alias in node.names), node.lineno))
+    return sorted(found)
+
+
+def _top_level_imports(path: Path) -> list[str]:
+    """Modules imported when ``path`` is imported: its top level (and the blocks and class bodies
+    in it), not function bodies and not ``TYPE_CHECKING`` blocks."""
+    found: list[str] = []
+
+    def visit(statements: list[ast.stmt]) -> None:
+        for node in statements:
+            if isinstance(node, ast.Import):
+                found.extend(alias.name for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.extend([node.module] + [f"{node.module}.{alias.name}" for alias in node.names])
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.dump(node.test):
+                visit(node.orelse)
+            else:
+                for name in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, name, None) or [])
+                for handler in getattr(node, "handlers", None) or []:
+                    visit(handler.body)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")).body)
+    return found
+
+
 def _py_files(folder: str) -> list[Path]:
     return sorted(p for p in (ROOT / folder).rglob("*.py") if "__pycache__" not in p.parts)
 
@@ -138,3 +178,80 @@ def test_trainer_bench_and_leaderboard_stay_apart(package: str) -> None:
     for path in files:
         for target, _ in _imports(path):
             assert not target.startswith(APART[package]), f"{path} imports {target}"
+
+
+#: Imports that stay inside functions although the module is light, with the reason.
+DEFERRED_ON_PURPOSE: dict[tuple[str, str], str] = {
+    ("envgym/_autoregister.py", "envgym.registration"): (
+        "runs from envgym.pth in every interpreter: registering waits until gymnasium is imported"
+    ),
+    # envgym.registration runs inside `import gymnasium` (the hook above): whatever it imports at
+    # load lands on that path, and gymnasium/pettingzoo imported from its top would call the hook
+    # back while families are mid-import.
+    ("envgym/registration.py", "gymnasium"): "imported by the gymnasium import hook: no import cycle through it",
+    ("envgym/registration.py", "pettingzoo.utils.conversions"): "pettingzoo imports gymnasium (see above)",
+    ("envgym/registration.py", "importlib.metadata"): "~40 ms; only plugin discovery needs it, not `import gymnasium`",
+    ("envgym/models.py", "fcntl"): "POSIX only: the cache lock falls back to none elsewhere",
+    ("envgym/rewards/verifiers/unit_tests.py", "resource"): "POSIX only: sandbox limits are set in the child",
+}
+
+
+def _heavy_modules() -> set[str]:
+    """envgym modules whose import pulls a heavy dependency (:data:`envgym._imports.HEAVY`) at
+    their top level, directly or through other envgym modules: importing them is importing it."""
+    from envgym._imports import HEAVY
+
+    files = {_module_name(p): p for folder in ("envgym", "environments", "agents") for p in _py_files(folder)}
+    graph = {name: _top_level_imports(path) for name, path in files.items()}
+    heavy: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for name, targets in graph.items():
+            if name in heavy:
+                continue
+            for target in targets:
+                parts = target.split(".")
+                prefixes = {".".join(parts[: i + 1]) for i in range(len(parts))}
+                if parts[0] in HEAVY or prefixes & heavy:
+                    heavy.add(name)
+                    changed = True
+                    break
+    return heavy
+
+
+@pytest.fixture(scope="module")
+def heavy_modules() -> set[str]:
+    return _heavy_modules()
+
+
+@pytest.mark.parametrize(
+    "path",
+    _py_files("envgym") + _py_files("environments") + _py_files("agents"),
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_only_heavy_imports_are_deferred(path: Path, heavy_modules: set[str]) -> None:
+    """Light imports sit at the top of the file, where the layering checks above see them; only
+    the heavy optional dependencies (or envgym modules that import one at load) wait for a call."""
+    from envgym._imports import HEAVY
+
+    rel = str(path.relative_to(ROOT))
+    for target, names, line in _inner_imports(path):
+        parts = target.split(".")
+        loaded = {".".join(parts[: i + 1]) for i in range(len(parts))} | {f"{target}.{name}" for name in names}
+        if parts[0] in HEAVY or loaded & heavy_modules:
+            continue
+        assert (rel, target) in DEFERRED_ON_PURPOSE, (
+            f"{rel}:{line} imports {target} inside a function; move it to the top of the module "
+            "(only the heavy optional dependencies in envgym._imports.HEAVY are deferred)"
+        )
+
+
+def test_heavy_modules_are_the_expected_few(heavy_modules: set[str]) -> None:
+    """The modules that cost a heavy import at load: a new one here is a slow `import` somewhere."""
+    assert heavy_modules == {
+        "envgym.leaderboard.app",
+        "envgym.leaderboard.store",
+        "envgym.trainer.advantages",
+        "envgym.trainer.losses",
+    }

@@ -28,6 +28,9 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from envgym.bench.run import BenchRun, load_bench_run
 from envgym.errors import ConfigError
 
 __all__ = ["COMPARE_FORMAT", "compare_runs", "mcnemar_exact", "sign_flip_test"]
@@ -68,8 +71,6 @@ def sign_flip_test(
 
     Returns ``None`` when there is no difference at all to test.
     """
-    import numpy as np
-
     arrays = [np.asarray(g, dtype=float) for g in groups if len(g)]
     if not arrays:
         return None
@@ -108,8 +109,6 @@ def compare_runs(
     Raises:
         ConfigError: the runs are of different suites (by id or by content hash).
     """
-    from envgym.bench.run import BenchRun, load_bench_run
-
     a = run_a if isinstance(run_a, BenchRun) else load_bench_run(run_a)
     b = run_b if isinstance(run_b, BenchRun) else load_bench_run(run_b)
     sa, sb = a.meta["suite"], b.meta["suite"]

@@ -38,6 +38,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+import numpy
+
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
     "BOOTSTRAP_SEED",
@@ -58,8 +60,6 @@ CONFIDENCE = 0.95
 
 
 def _np() -> Any:
-    import numpy
-
     return numpy
 
 

@@ -21,20 +21,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from envgym.errors import MissingDependencyError
+from envgym._imports import optional
+from envgym.bench.run import load_bench_run
 
 __all__ = ["metrics_rows", "write_report"]
 
 
 def _pyplot() -> Any:
-    try:
-        import matplotlib
-    except ImportError as err:
-        raise MissingDependencyError("matplotlib", "report", "Plotting bench reports") from err
+    matplotlib = optional("matplotlib", purpose="Plotting bench reports")
     matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return optional("matplotlib.pyplot", purpose="Plotting bench reports")
 
 
 def _fmt(value: Any, digits: int = 3) -> str:
@@ -177,8 +173,6 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
 
     Returns ``{"md": path, "html": path, "success_png": path, "turns_png": path}``.
     """
-    from envgym.bench.run import load_bench_run
-
     run = load_bench_run(run_dir)
     results = run.results()
     target = Path(out) if out is not None else run.path

@@ -33,7 +33,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from envgym import __version__
 from envgym._clock import utc_now
+from envgym.bench.metrics import compute_results
 from envgym.bench.suite import Suite, load_suite, parse_suite
 from envgym.errors import ConfigError
 from envgym.rollout.records import Trajectory, json_safe
@@ -136,8 +140,6 @@ class BenchRun:
 
     def suite_document(self) -> Any:
         """``suite.yaml`` as the plain data it holds (the resolved suite, as run)."""
-        import yaml
-
         return yaml.safe_load((self.path / SUITE_FILE).read_text(encoding="utf-8"))
 
     def trajectories(self, name: str) -> list[Trajectory]:
@@ -175,8 +177,6 @@ class BenchRun:
 def load_bench_run(path: str | os.PathLike[str]) -> BenchRun:
     """Open a bench run folder; check its ``bench.json`` and that ``suite.yaml`` still hashes to
     the recorded sha256 (an edited ``suite.yaml`` is refused)."""
-    import yaml
-
     folder = Path(path)
     bench_file = folder / BENCH_FILE
     if not bench_file.is_file():
@@ -216,8 +216,6 @@ def load_bench_run(path: str | os.PathLike[str]) -> BenchRun:
 
 def build_results(run: BenchRun, **bootstrap: Any) -> dict[str, Any]:
     """The ``results.json`` document of a bench run (not written)."""
-    from envgym.bench.metrics import compute_results
-
     computed = compute_results(run.per_entry(), **bootstrap)
     for item in computed["entries"]:
         entry = run.suite.entry(item["name"])
@@ -319,8 +317,6 @@ def run_suite(
     RunConfig(env_id=suite.entries[0].env, agent=agent, **harness)
     prompt = suite.prompt_config  # the suite's prompt block: every entry, every agent
     folder = Path(out) if out is not None else default_out(suite, agent)
-    from envgym import __version__
-
     commit = git_commit()
     meta: dict[str, Any] = {
         "format": BENCH_FORMAT,

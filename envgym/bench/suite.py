@@ -57,7 +57,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from envgym.errors import ConfigError, NotAvailableError, UnknownEnvError, suggest
+from envgym.registration import make, spec
+from envgym.rollout.prompting import PromptConfig
 
 __all__ = [
     "METRICS",
@@ -233,8 +237,6 @@ class Suite:
     @property
     def prompt_config(self) -> Any:
         """The :class:`~envgym.rollout.prompting.PromptConfig` every entry runs with."""
-        from envgym.rollout.prompting import PromptConfig
-
         return PromptConfig.from_dict(dict(self.prompt))
 
     def to_dict(self) -> dict[str, Any]:
@@ -263,8 +265,6 @@ class Suite:
 
     def to_yaml(self) -> str:
         """The resolved suite as YAML (``suite.yaml`` in a run folder)."""
-        import yaml
-
         header = f"# {self.id}, resolved (defaults applied); sha256 {self.sha256}\n"
         return header + yaml.safe_dump(self.to_dict(), sort_keys=False, allow_unicode=True, width=100)
 
@@ -307,8 +307,6 @@ def load_suite(name_or_path: str | os.PathLike[str], *, check_envs: bool = True)
         ConfigError: anything wrong, with the file, entry and field in the message.
         NotAvailableError: an entry's environment needs an optional extra that is not installed.
     """
-    import yaml
-
     path = find_suite(name_or_path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -442,8 +440,6 @@ def parse_suite(data: Any, *, source: str = "<suite>", check_envs: bool = True, 
 
 def _parse_prompt(raw: Any, source: str) -> dict[str, Any]:
     """The suite's prompt block, validated by building a PromptConfig from it; ``{}`` when absent."""
-    from envgym.rollout.prompting import PromptConfig
-
     if raw is None:
         return {}
     where = f"{source}: field 'prompt'"
@@ -477,8 +473,6 @@ def _parse_entry(raw: Any, i: int, defaults: Mapping[str, Any], source: str, *, 
     if not isinstance(env_id, str) or not env_id:
         raise ConfigError(f"{label} field 'env': expected a registered id such as 'envgym/Sokoban-v0', got {env_id!r}.")
     if check_ids:
-        from envgym.registration import spec
-
         try:
             env_spec = spec(env_id)
         except UnknownEnvError as err:
@@ -533,8 +527,6 @@ def _parse_entry(raw: Any, i: int, defaults: Mapping[str, Any], source: str, *, 
 
 def _check_env(entry: SuiteEntry, i: int, source: str) -> None:
     """Build the entry's environment once: bad kwargs or a bad split fail here, not mid-run."""
-    from envgym.registration import make
-
     label = f"{source}: entries[{i}] ({entry.name!r})"
     try:
         env = make(entry.env, **entry.env_kwargs)

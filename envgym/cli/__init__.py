@@ -13,6 +13,7 @@ from typing import Annotated
 
 import typer
 
+from envgym import __version__
 from envgym.cli._bench import bench_app
 from envgym.cli._catalog import info_command, list_command
 from envgym.cli._check import check_command
@@ -36,8 +37,6 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from envgym import __version__
-
         typer.echo(f"envgym {__version__}")
         raise typer.Exit()
 

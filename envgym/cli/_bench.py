@@ -10,6 +10,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from envgym.bench.compare import compare_runs
+from envgym.bench.report import write_report
+from envgym.bench.run import default_out, load_bench_run, run_suite, write_results
+from envgym.bench.suite import list_suites, load_suite, suites_dir
 from envgym.cli._common import (
     EXIT_USAGE,
     echo_json,
@@ -20,6 +24,7 @@ from envgym.cli._common import (
     out_console,
     parse_kwargs,
 )
+from envgym.cli._run import _run_progress
 from envgym.cli.agents import check_agent_spec, known_agent_specs
 from envgym.errors import StopRun
 
@@ -42,8 +47,6 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
 ) -> None:
     """List the bundled suites (the benchmarks/ folder; $ENVGYM_BENCHMARKS points elsewhere)."""
-    from envgym.bench.suite import list_suites, load_suite, suites_dir
-
     rows = []
     for path in list_suites():
         try:
@@ -146,9 +149,6 @@ def run_command(
     DIR/results.json (metrics with 95% bootstrap CIs), and prints the results table. Running
     the same command with the same --out resumes; a changed suite, agent or --trials is refused.
     """
-    from envgym.bench.run import default_out, run_suite
-    from envgym.bench.suite import load_suite
-
     check_agent_spec(agent)
     if trials is not None and trials < 1:
         fail(f"--trials must be at least 1, got {trials!r}.", EXIT_USAGE)
@@ -160,8 +160,6 @@ def run_command(
     console = err_console()
     counts = {"ended": 0, "success": 0, "errors": 0, "turns": 0}
     started = time.perf_counter()
-    from envgym.cli._run import _run_progress
-
     plain = not console.is_terminal  # no progress bar: one line per entry instead (logs, CI, scripts)
     current: dict[str, Any] = {}
 
@@ -246,9 +244,6 @@ def report_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print the written paths and results as JSON.")] = False,
 ) -> None:
     """Write report.md and a self-contained report.html (table, success and turns plots) for a run."""
-    from envgym.bench.report import write_report
-    from envgym.bench.run import load_bench_run, write_results
-
     bench = load_bench_run(run)
     if recompute or not (bench.path / "results.json").exists():
         write_results(bench)
@@ -287,8 +282,6 @@ def compare_command(
     differences; reward: the paired sign-flip test. Two-sided, fixed seeds. Runs of different
     suites (or of a suite file that changed) are refused.
     """
-    from envgym.bench.compare import compare_runs
-
     result = compare_runs(run_a, run_b)
     if as_json:
         echo_json(result)

@@ -21,7 +21,9 @@ from envgym.cli._common import (
     resolve_kind,
     specs_for,
 )
+from envgym.core import TextEnv
 from envgym.errors import EnvgymError, suggest
+from envgym.registration import list_envs, make, make_aec
 
 __all__ = ["describe_spec", "info_command", "list_command", "load_entry_point"]
 
@@ -56,8 +58,6 @@ def list_command(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON (a list of specs) instead of tables.")] = False,
 ) -> None:
     """List every registered environment, grouped by family."""
-    from envgym.registration import list_envs
-
     registry_kind = resolve_kind(kind)
     everything = list_envs()
     families = sorted({s.family for s in everything})
@@ -111,8 +111,6 @@ def _arguments(cls: type) -> list[dict[str, Any]]:
         )
     seen = {a["name"] for a in args}
     # TextEnv subclasses forward **kwargs to TextEnv.__init__: list the common arguments too.
-    from envgym.core import TextEnv
-
     if isinstance(cls, type) and issubclass(cls, TextEnv) and cls is not TextEnv:
         for p in inspect.signature(TextEnv.__init__).parameters.values():
             if p.name == "self" or p.name in seen or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL):
@@ -133,8 +131,6 @@ def describe_spec(spec: Any) -> dict[str, Any]:
 
     Builds the environment once (with its registered kwargs) to read its spaces and turn limit.
     """
-    from envgym.registration import list_envs, make, make_aec
-
     cls = load_entry_point(spec)
     card = cls.env_card() if hasattr(cls, "env_card") else (inspect.getdoc(cls) or cls.__name__)
     base = spec.variant_of or spec.id

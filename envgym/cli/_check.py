@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
+from envgym import testing
 from envgym.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -24,6 +25,7 @@ from envgym.cli._common import (
     specs_for,
 )
 from envgym.errors import suggest
+from envgym.registration import list_envs
 
 __all__ = ["check_command", "check_spec"]
 
@@ -34,8 +36,6 @@ def check_spec(spec: Any) -> dict[str, Any]:
     Returns a JSON-ready record: id, kind, passed, checks (names that passed), steps, seconds,
     error (``"ExceptionType: message"`` or ``None``) and the warnings raised during the check.
     """
-    from envgym import testing
-
     checker = {
         "gymnasium": testing.check_env,
         "aec": testing.check_aec_env,
@@ -80,8 +80,6 @@ def check_command(
 
     Exits 1 when any environment fails.
     """
-    from envgym.registration import list_envs
-
     registry_kind = resolve_kind(kind)
     if target == "all":
         everything = list_envs()

@@ -6,6 +6,8 @@ progress and messages to stderr; exit codes are 0 (ok), 1 (failed) and 2 (usage 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import math
 import os
@@ -19,7 +21,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from envgym.errors import UnknownEnvError, suggest
+from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, UnknownAgentError, UnknownEnvError, suggest
+from envgym.registration import list_envs, spec
 
 __all__ = [
     "EXIT_FAILED",
@@ -139,8 +142,6 @@ def specs_for(env_id: str) -> list[Any]:
 
     Exits with code 2 and a "did you mean" message when the id is unknown.
     """
-    from envgym.registration import list_envs, spec
-
     found = [s for s in list_envs() if s.id == env_id]
     if not found:
         try:
@@ -212,11 +213,6 @@ def handle_errors(func: Any) -> Any:
     Usage errors (bad ``--kwargs`` or ``--agent``, unknown ids, bad environment arguments) exit 2;
     any other :class:`envgym.errors.EnvgymError` exits 1. Other exceptions keep their traceback.
     """
-    import functools
-    import inspect
-
-    from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, UnknownAgentError
-
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:

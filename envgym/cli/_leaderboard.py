@@ -24,6 +24,9 @@ from envgym.cli._common import (
     out_console,
     parse_kwargs,
 )
+from envgym.leaderboard.bundle import BUNDLE_SUFFIX, make_bundle, read_bundle, write_bundle
+from envgym.leaderboard.pages import export_site
+from envgym.leaderboard.verify import VerifyConfig, verify_bundle
 
 __all__ = ["leaderboard_app"]
 
@@ -113,8 +116,6 @@ def submit_command(
     The bundle holds the manifest (suite, environment versions, agent, packages, git commit) and
     every episode's actions and claimed rewards; see `leaderboards/README.md`.
     """
-    from envgym.leaderboard.bundle import BUNDLE_SUFFIX, make_bundle, read_bundle, write_bundle
-
     if db is not None and url is not None:
         fail("give --db (store here) or --url (upload to a server), not both.", EXIT_USAGE)
     metadata = parse_kwargs(meta, flag="--meta")
@@ -129,8 +130,6 @@ def submit_command(
         err_console().print(f"wrote {path} ({len(bundle.episodes)} episodes, hash {bundle.content_hash[:12]})")
     result: dict[str, Any] = {"bundle": str(path), "content_hash": bundle.content_hash}
     if db is not None:
-        from envgym.leaderboard.verify import verify_bundle
-
         with _store(db) as store:
             # The same content (hash checked against the content) is the same entry: report the
             # stored one instead of replaying it again (as the server answers 200 "exists").
@@ -189,8 +188,6 @@ def verify_command(
     as_json: JsonOption = False,
 ) -> None:
     """Verify a bundle by replaying every episode; exit 1 with the reason when it is rejected."""
-    from envgym.leaderboard.verify import VerifyConfig, verify_bundle
-
     verified = verify_bundle(bundle, VerifyConfig(workers=workers, parallel_threshold=1 if workers > 1 else 256))
     scores = verified.scores.to_dict()
     if as_json:
@@ -250,8 +247,6 @@ def serve_command(
     except ImportError:
         fail("serving needs uvicorn: pip install 'envgym[leaderboard]'", EXIT_FAILED)
     from envgym.leaderboard.app import create_app
-    from envgym.leaderboard.verify import VerifyConfig
-
     if max_upload_mb <= 0:
         fail(f"--max-upload-mb must be positive, got {max_upload_mb!r}.", EXIT_USAGE)
     app = create_app(db, max_upload_bytes=int(max_upload_mb * 1024 * 1024), verify_config=VerifyConfig(workers=workers))
@@ -275,8 +270,6 @@ def export_command(
     file server. DIR/api/ holds the documents the server's /api/ answers (suites.json,
     suites/ID/entries.json, entries/N.json, entries/N/episodes.json, entries/N/episodes/K.json).
     """
-    from envgym.leaderboard.pages import export_site
-
     if directory is not None and out is not None and Path(directory) != Path(out):
         fail(f"give the folder once: DIR {str(directory)!r} or --out {str(out)!r}.", EXIT_USAGE)
     target = directory if directory is not None else out

@@ -32,6 +32,7 @@ from envgym.cli._common import (
     select_spec,
 )
 from envgym.errors import suggest
+from envgym.registration import make, make_aec
 
 __all__ = ["HELP_TEXT", "play_command", "resolve_input"]
 
@@ -171,8 +172,6 @@ def _ask(console: Console, prompt: str, observation: str, actions: Sequence[str]
 
 
 def _play_single(console: Console, env_id: str, kwargs: dict[str, Any], seed: int | None) -> dict[str, Any]:
-    from envgym.registration import make
-
     env = make(env_id, **kwargs)
     tally = _Tally()
     outcome: dict[str, Any] = {"finished": False, "success": False, "termination_reason": None}
@@ -218,8 +217,6 @@ def _aec_actions(info: Mapping[str, Any] | None) -> list[str] | None:
 def _play_aec(
     console: Console, env_id: str, kwargs: dict[str, Any], seed: int | None, seat: str | None
 ) -> dict[str, Any]:
-    from envgym.registration import make_aec
-
     env = make_aec(env_id, **kwargs)
     tally = _Tally()
     quit_early = False

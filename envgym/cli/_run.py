@@ -9,6 +9,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 from rich.text import Text
 
@@ -27,6 +35,8 @@ from envgym.cli._common import (
 )
 from envgym.cli.agents import check_agent_spec, known_agent_specs, parse_agent_spec
 from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
+from envgym.registration import list_envs
+from envgym.rollout import PromptConfig, RunConfig, Runner
 from envgym.rollout.records import episode_record
 
 __all__ = ["run_all_command", "run_command", "run_one"]
@@ -46,8 +56,6 @@ def run_one(
 ) -> tuple[dict[str, Any], list[Any]]:
     """Run ``episodes`` of ``env_id`` in this process with the agent named by ``agent_spec``;
     return (summary, trajectories). Nothing is written to disk."""
-    from envgym.rollout import RunConfig, Runner
-
     config = RunConfig(
         env_id=env_id,
         agent=agent_spec,
@@ -105,15 +113,6 @@ def _print_run(summary: dict[str, Any]) -> None:
 
 
 def _run_progress(console: Any) -> Any:
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
-
     return Progress(
         TextColumn("[progress.description]{task.description}"),
         BarColumn(),
@@ -202,8 +201,6 @@ def run_command(
     resolved configuration, package versions and git commit; running the same command again
     resumes (finished episodes are skipped; a changed configuration is refused).
     """
-    from envgym.rollout import PromptConfig, RunConfig, Runner
-
     if env_id == "all":
         if kwargs:
             fail("--kwargs applies to one environment; it cannot be used with 'all'.", EXIT_USAGE)
@@ -302,8 +299,6 @@ def _run_all(
     variants: bool,
     as_json: bool,
 ) -> None:
-    from envgym.registration import list_envs
-
     _check_positive("--episodes", episodes)
     for spec_text in agents:
         parse_agent_spec(spec_text, seed=seed)  # unknown agents fail before anything runs

@@ -18,7 +18,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from envgym.cli._common import echo_json, err_console, fmt_float, handle_errors, out_console, parse_kwargs
-from envgym.errors import ConfigError
+from envgym.errors import ConfigError, suggest
+from envgym.trainer.checkpoint import list_checkpoints
+from envgym.trainer.config import TrainConfig, field_help, read_config_file
+from envgym.trainer.distributed import world_from_env
+from envgym.trainer.loop import Trainer, stop_on_sigint
 
 __all__ = ["train_command"]
 
@@ -36,20 +40,14 @@ SHOWN = (
 
 
 def _help(name: str) -> str:
-    from envgym.trainer.config import field_help
-
     return field_help(name)
 
 
 def _parse_set(items: list[str] | None) -> dict[str, Any]:
     values = parse_kwargs(items, flag="--set")
-    from envgym.trainer.config import TrainConfig
-
     known = set(TrainConfig.__dataclass_fields__)
     for key in values:
         if key not in known:
-            from envgym.errors import suggest
-
             raise typer.BadParameter(
                 f"unknown training setting {key!r}.{suggest(key, known)} Known: {', '.join(sorted(known))}.",
                 param_hint="--set",
@@ -114,8 +112,6 @@ def train_command(
     command again resumes the run from its folder's newest checkpoint; raise `--updates` to train
     further. Progress goes to stderr, the summary to stdout.
     """
-    from envgym.trainer.config import TrainConfig, read_config_file
-
     data: dict[str, Any] = read_config_file(config_file) if config_file is not None else {}
     overrides = _parse_set(settings)
     flags = {
@@ -152,9 +148,6 @@ def train_command(
 
 
 def _train(config: Any, *, as_json: bool) -> None:
-    from envgym.trainer.distributed import world_from_env
-    from envgym.trainer.loop import Trainer, stop_on_sigint
-
     console = err_console()
     run_dir = config.out_dir
     rank, world, _ = world_from_env()
@@ -190,8 +183,6 @@ def _train(config: Any, *, as_json: bool) -> None:
         with stop_on_sigint(trainer, notify=on_first_ctrl_c):
             result = trainer.train()
     except KeyboardInterrupt:
-        from envgym.trainer.checkpoint import list_checkpoints
-
         done = list_checkpoints(run_dir)
         kept = f"update {done[-1][0]}" if done else "nothing yet (no checkpoint)"
         if main:

@@ -9,31 +9,20 @@ expect, the environment arguments and the turn limits from it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from envgym.bench.suite import SUITE_ID, Suite, list_suites, load_suite, parse_suite
 from envgym.errors import ConfigError, NotAvailableError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from envgym.bench.suite import Suite
 
 __all__ = ["find_suite", "installed_suites", "parse_suite_copy"]
 
 
-def _bench_suite() -> Any:
-    try:
-        from envgym.bench import suite
-    except ImportError as err:  # pragma: no cover - envgym.bench ships with envgym
-        raise NotAvailableError(f"the leaderboard needs envgym.bench to read benchmark suites ({err}).") from err
-    return suite
-
-
 def installed_suites() -> list[Suite]:
     """Every installed suite that loads (a broken file is skipped: it cannot be what a bundle ran)."""
-    module = _bench_suite()
     found = []
-    for path in module.list_suites():
+    for path in list_suites():
         try:
-            found.append(module.load_suite(path, check_envs=False))
+            found.append(load_suite(path, check_envs=False))
         except (ConfigError, NotAvailableError):
             continue
     return found
@@ -44,13 +33,12 @@ def find_suite(suite_id: str) -> Suite | None:
 
     Only ids are looked up, never paths: a bundle cannot point the verifier at a file of its choice.
     """
-    module = _bench_suite()
-    if not isinstance(suite_id, str) or not module.SUITE_ID.match(suite_id):
+    if not isinstance(suite_id, str) or not SUITE_ID.match(suite_id):
         return None
-    for path in module.list_suites():
+    for path in list_suites():
         if path.stem == suite_id:
             try:
-                return module.load_suite(path, check_envs=False)
+                return load_suite(path, check_envs=False)
             except (ConfigError, NotAvailableError):
                 return None
     return None
@@ -62,4 +50,4 @@ def parse_suite_copy(data: Any) -> Suite:
     Raises:
         ConfigError: it is not a valid suite.
     """
-    return _bench_suite().parse_suite(data, source="the bundle's suite copy", check_envs=False)
+    return parse_suite(data, source="the bundle's suite copy", check_envs=False)

@@ -41,9 +41,11 @@ stepping the actions.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -51,6 +53,7 @@ from envgym.errors import ConfigError, EnvgymError, UnknownEnvError
 from envgym.leaderboard.bundle import Bundle, BundleError, canonical_json, describe, episode_key, read_bundle
 from envgym.leaderboard.scores import EpisodeOutcome, Scores, compute_scores
 from envgym.leaderboard.suites import find_suite, installed_suites, parse_suite_copy
+from envgym.registration import make, spec
 from envgym.rollout.ending import TOKEN_BUDGET, EpisodeEnd, episode_end
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -273,8 +276,6 @@ def _replay_chunk(
     env_id: str, kwargs: dict[str, Any], max_turns: int | None, episodes: list[dict[str, Any]], config: VerifyConfig
 ) -> list[EpisodeOutcome]:
     """Replay episodes of one entry in one environment instance (also a process-pool task)."""
-    from envgym.registration import make
-
     entry = episodes[0]["entry"] if episodes else None
     try:
         env = make(env_id, **kwargs)
@@ -334,8 +335,6 @@ def _check_suite(bundle: Bundle) -> Suite:
 
 def _replay_plan(bundle: Bundle, suite: Suite) -> list[tuple[str, dict[str, Any], int | None, str]]:
     """Per entry: (env id, kwargs to make it with, max_turns, entry name)."""
-    from envgym.registration import spec
-
     manifest_entries = bundle.manifest["entries"]
     names = [e["name"] for e in manifest_entries]
     expected = [e.name for e in suite.entries]
@@ -435,9 +434,6 @@ def _replay_parallel(
     by_entry: Mapping[str, list[dict[str, Any]]],
     config: VerifyConfig,
 ) -> list[EpisodeOutcome]:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     chunk = max(8, sum(len(v) for v in by_entry.values()) // (config.workers * 4))
     jobs = []
     # spawn, not fork: the web server verifies from worker threads, and forking a threaded

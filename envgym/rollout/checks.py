@@ -10,7 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from envgym.errors import AgentContractError
+from envgym.registration import make
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
+from envgym.rollout.prompting import Conversation, PromptConfig
+from envgym.rollout.runner import RunConfig, Runner
 
 __all__ = ["check_agent"]
 
@@ -72,10 +75,6 @@ def check_agent(
     Raises:
         AgentContractError: with what was expected and what came.
     """
-    from envgym.registration import make
-    from envgym.rollout.prompting import Conversation, PromptConfig
-    from envgym.rollout.runner import RunConfig, Runner
-
     agent.reset()
     envs = [make(env_id) for _ in range(batch_size)]
     try:

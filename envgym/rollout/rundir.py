@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from envgym._clock import utc_timestamp
+from envgym._imports import optional
 from envgym.errors import ConfigError, MissingDependencyError
 from envgym.rollout.records import Trajectory, json_safe
 
@@ -228,11 +229,7 @@ def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:
 
 
 def _pandas() -> Any:
-    try:
-        import pandas
-    except ImportError as err:
-        raise MissingDependencyError("pandas", "data", "loading runs as tables") from err
-    return pandas
+    return optional("pandas", purpose="loading runs as tables")
 
 
 def episode_rows(trajectories: Iterable[Trajectory]) -> list[dict[str, Any]]:

@@ -51,6 +51,7 @@ from envgym.rollout.pools import BACKENDS, EnvFailure, EnvPool, ResetRequest, St
 from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
 from envgym.rollout.records import Trajectory, Turn, json_safe
 from envgym.rollout.rundir import RunFolder
+from envgym.rollout.specs import make_agent
 from envgym.rollout.summary import summarize
 from envgym.rollout.tasks import EpisodeTask, default_tasks, episode_id, episode_numbers, parse_tasks
 
@@ -369,8 +370,6 @@ class Runner:
 
     # -- agent ------------------------------------------------------------------------------
     def _build_agent(self) -> Agent:
-        from envgym.rollout.specs import make_agent
-
         return make_agent(self.config.agent or "random", seed=self.config.seed, **dict(self.config.agent_options))
 
     def _call_agent(self, agent: Agent, inputs: list[AgentInput]) -> list[AgentOutput]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envgym.errors import ConfigError, UnknownAgentError, suggest
+from envgym.rollout.agent import RandomAgent
 
 __all__ = ["AGENT_KINDS", "AgentKind", "known_agent_specs", "make_agent", "split_agent_spec"]
 
@@ -53,8 +54,6 @@ def _agents_module(name: str) -> Any:
 
 
 def _random(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
-    from envgym.rollout.agent import RandomAgent
-
     if argument is None:
         return RandomAgent(seed=seed, **options)
     try:

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from envgym.errors import suggest
 from envgym.rubric.context import REWARD_CONTEXT_FIELDS
 from envgym.rubric.nodes import (
@@ -362,8 +364,6 @@ def load_rubric(
         text, where = source, "the rubric YAML"
     else:
         raise RubricError(f"load_rubric: expected YAML text or a file path, got {type(source).__name__}.")
-    import yaml  # imported here: only configs read from YAML pay for the parser
-
     try:
         spec = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -378,6 +378,4 @@ def load_rubric(
 
 def dump_rubric(rubric: Rubric) -> str:
     """The rubric as YAML text that :func:`load_rubric` reads back."""
-    import yaml
-
     return str(yaml.safe_dump(rubric.to_spec(), sort_keys=False))

@@ -15,37 +15,25 @@ terms), :mod:`~envgym.trainer.curriculum` (horizon, difficulty ladder, task pool
 :mod:`~envgym.trainer.checkpoint`, :mod:`~envgym.trainer.metrics` and :mod:`~envgym.trainer.report`.
 """
 
+# ruff: noqa: F401  (the TYPE_CHECKING imports name the lazy exports for type checkers)
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-_LAZY = {
-    "TrainConfig": "config",
-    "Trainer": "loop",
-    "TrainResult": "loop",
-    "train": "loop",
-    "read_metrics": "metrics",
-    "write_report": "report",
-}
+from envgym._imports import lazy_exports
 
-__all__ = ["TrainConfig", "TrainResult", "Trainer", "read_metrics", "train", "write_report"]
+__getattr__, __dir__, __all__ = lazy_exports(
+    __name__,
+    {
+        "config": ("TrainConfig",),
+        "loop": ("TrainResult", "Trainer", "train"),
+        "metrics": ("read_metrics",),
+        "report": ("write_report",),
+    },
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from envgym.trainer.config import TrainConfig
     from envgym.trainer.loop import Trainer, TrainResult, train
     from envgym.trainer.metrics import read_metrics
     from envgym.trainer.report import write_report
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'envgym.trainer' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"envgym.trainer.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})

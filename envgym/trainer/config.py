@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from envgym.errors import ConfigError, suggest
 from envgym.registration import ENV_ID
 from envgym.rollout.pools import BACKENDS as ROLLOUT_BACKENDS
 from envgym.rollout.prompting import PromptConfig
 from envgym.rollout.records import json_safe
-from envgym.trainer.algorithms import algorithm_names, get_algorithm
+from envgym.trainer.algorithms import algorithm_names, check_config, get_algorithm
 
 __all__ = [
     "AGGREGATIONS",
@@ -271,7 +273,7 @@ class TrainConfig:
             raise ConfigError(f"eval_env_kwargs must be a mapping or None, got {self.eval_env_kwargs!r}.")
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError(f"model must be 'smollm2', 'tiny' or a local model folder, got {self.model!r}.")
-        algorithm = get_algorithm(self.algo)
+        get_algorithm(self.algo)  # an unknown name is the first error
         _choice("reward_norm", self.reward_norm, REWARD_NORMS)
         for name in (
             "group_size",
@@ -305,7 +307,7 @@ class TrainConfig:
                 f"rollout_workers={self.rollout_workers} needs rollout_backend='process' or 'ray' (inproc steps the "
                 "environments in this process)."
             )
-        algorithm.validate(self)
+        check_config(self)
         if self.minibatches > self.groups_per_update * self.group_size:
             raise ConfigError(
                 f"minibatches ({self.minibatches}) cannot exceed the episodes per update "
@@ -465,8 +467,6 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         if file.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            import yaml
-
             data = yaml.safe_load(text)
     except (ValueError, Exception) as err:  # yaml.YAMLError does not derive from ValueError
         raise ConfigError(f"{file} is not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {err}") from err

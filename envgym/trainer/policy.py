@@ -14,10 +14,10 @@ those of ``logits / temperature``, as in verl. At the first pass of an update th
 ratio is then 1 up to float rounding.
 
 **Data parallel.** Backbone, output layer and value head sit in one ``torch.nn.Module``
-(:attr:`Policy.core`); under ``torchrun`` the loop wraps it in
-``torch.nn.parallel.DistributedDataParallel`` (:meth:`Policy.wrap_data_parallel`) so the
+(:attr:`PolicyModel.core`); under ``torchrun`` the loop wraps it in
+``torch.nn.parallel.DistributedDataParallel`` (:meth:`PolicyModel.wrap_data_parallel`) so the
 gradients of every rank are all-reduced in the backward pass of the last micro-batch of each
-optimizer step (:meth:`Policy.no_sync` holds the others back).
+optimizer step (:meth:`PolicyModel.no_sync` holds the others back).
 
 Generation sits behind the small :class:`Generation` interface. :class:`HFGeneration` wraps the
 *live* model in the harness's ``hf`` agent (no copy: every update is seen by the next rollout);
@@ -29,6 +29,7 @@ agent) without touching the loop.
 from __future__ import annotations
 
 import copy
+import inspect
 import logging
 import os
 from collections.abc import Iterator
@@ -37,11 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from envgym.errors import ConfigError, MissingDependencyError
+from envgym._imports import optional
+from envgym.errors import ConfigError
+from envgym.models import load_causal_lm, tiny_causal_lm
+from envgym.rollout.specs import make_agent
 from envgym.trainer.algorithms import get_algorithm
 from envgym.trainer.config import TrainConfig
 
-__all__ = ["Generation", "HFGeneration", "Policy", "PolicyOutput", "load_policy"]
+__all__ = ["Generation", "HFGeneration", "PolicyModel", "PolicyOutput", "load_policy"]
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +80,7 @@ class PolicyOutput:
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError as err:
-        raise MissingDependencyError("torch", "llm", "training") from err
-    return torch
+    return optional("torch", purpose="training")
 
 
 def resolve_device_dtype(config: TrainConfig) -> tuple[Any, Any]:
@@ -99,8 +99,9 @@ def resolve_device_dtype(config: TrainConfig) -> tuple[Any, Any]:
     return device, dtype
 
 
-class Policy:
-    """A causal LM being trained, with what the loss needs around it.
+class PolicyModel:
+    """A causal LM being trained, with what the loss needs around it (the scripted agents' per-episode
+    decision maker is :class:`envgym.rollout.Policy`, a different thing).
 
     Attributes:
         model: the trainable model (a ``peft`` model when LoRA is on).
@@ -146,8 +147,6 @@ class Policy:
     def wrap_data_parallel(self, device_ids: list[int] | None = None) -> None:
         """Wrap :attr:`core` in ``DistributedDataParallel`` (the process group must be initialised):
         from now on the backward pass of :meth:`forward` all-reduces (averages) the gradients."""
-        import inspect
-
         torch = _torch()
         ddp = torch.nn.parallel.DistributedDataParallel
         # The buffers (rotary frequencies) are the same on every rank and never change: no syncing
@@ -335,15 +334,13 @@ def _core_module(backbone: Any, lm_head: Any, value_head: Any = None) -> Any:
 class HFGeneration:
     """Rollouts from the live model through the harness's ``hf`` agent (no weight copy)."""
 
-    def __init__(self, policy: Policy) -> None:
+    def __init__(self, policy: PolicyModel) -> None:
         self.policy = policy
 
     def sync(self) -> None:
         """Nothing to do: the agent samples from the very tensors the optimizer updates."""
 
     def agent(self, *, temperature: float, top_p: float, seed: int, name: str) -> Any:
-        from envgym.rollout.specs import make_agent
-
         cfg = self.policy.config
         return make_agent(
             "hf",
@@ -361,10 +358,7 @@ class HFGeneration:
 
 
 def _apply_lora(model: Any, config: TrainConfig) -> Any:
-    try:
-        import peft
-    except ImportError as err:
-        raise MissingDependencyError("peft", "train", "LoRA training (lora=...)") from err
+    peft = optional("peft", purpose="LoRA training (lora=...)")
     lora = dict(config.lora or {})
     lora_config = peft.LoraConfig(
         r=int(lora["r"]),
@@ -380,7 +374,7 @@ def _apply_lora(model: Any, config: TrainConfig) -> Any:
         raise ConfigError(f"cannot add LoRA adapters with {lora!r} to {config.model!r}: {err}") from err
 
 
-def load_policy(config: TrainConfig, *, model: Any = None, tokenizer: Any = None) -> Policy:
+def load_policy(config: TrainConfig, *, model: Any = None, tokenizer: Any = None) -> PolicyModel:
     """Build the policy of ``config``: load (or take) the model, add LoRA, the value head and the
     reference. The global torch RNG must be seeded first (LoRA's initialisation draws from it).
 
@@ -396,12 +390,8 @@ def load_policy(config: TrainConfig, *, model: Any = None, tokenizer: Any = None
             raise ConfigError("load_policy(model=...) needs the model's tokenizer too.")
         model.to(device)
     elif config.model == "tiny":
-        from envgym.models import tiny_causal_lm
-
         model, tokenizer = tiny_causal_lm(seed=config.seed, device=device, dtype=dtype)
     else:
-        from envgym.models import load_causal_lm
-
         model, tokenizer = load_causal_lm(os.path.expanduser(config.model), device=device, dtype=dtype)
     model.config.use_cache = False
     if config.gradient_checkpointing:
@@ -413,4 +403,4 @@ def load_policy(config: TrainConfig, *, model: Any = None, tokenizer: Any = None
             p.requires_grad_(True)
     model.train()
     del torch
-    return Policy(model, tokenizer, config, device=device)
+    return PolicyModel(model, tokenizer, config, device=device)

@@ -12,7 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from envgym.errors import ConfigError, MissingDependencyError
+from envgym._imports import optional
+from envgym.errors import ConfigError
 from envgym.trainer.metrics import read_metrics
 
 __all__ = ["PLOTS", "write_report"]
@@ -78,13 +79,9 @@ def write_report(run: str | os.PathLike[str]) -> Path:
     rows = read_metrics(folder)
     if not rows:
         raise ConfigError(f"{folder} has no metrics.jsonl rows to report on; train first.")
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg", force=True)
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise MissingDependencyError("matplotlib", "train", "the training report's plots") from err
+    matplotlib = optional("matplotlib", purpose="the training report's plots", extra="train")
+    matplotlib.use("Agg", force=True)
+    plt = optional("matplotlib.pyplot", purpose="the training report's plots", extra="train")
     config: dict[str, Any] = {}
     meta: dict[str, Any] = {}
     for name, target in (("config.json", config), ("meta.json", meta)):

@@ -9,6 +9,7 @@ import gymnasium as gym
 
 from envgym.core import extract_action
 from envgym.errors import suggest
+from envgym.rewards.verifiers import build_verifier
 from envgym.rewards.wrappers.base import RewardLayer
 from envgym.rubric import (
     RubricError,
@@ -50,8 +51,6 @@ class VerifierReward(RewardLayer):
     ) -> None:
         if isinstance(verifier, (str, Mapping)):
             # The verifiers load on first use (a sandbox and an HTTP client): only for a spec.
-            from envgym.rewards.verifiers import build_verifier
-
             verifier = build_verifier(verifier)
         if not callable(getattr(verifier, "verify", None)):
             raise RubricError(

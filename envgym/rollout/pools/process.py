@@ -12,6 +12,7 @@ import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
+from multiprocessing.connection import wait
 from typing import Any
 
 from envgym.errors import ConfigError, suggest
@@ -289,8 +290,6 @@ class ProcessPool(RemotePool):
     # ------------------------------------------------------------------ the exchange
     def _await_ready(self, ws: Sequence[int]) -> dict[int, str]:
         """Start missing workers and wait until each of ``ws`` said ready; return worker -> failure."""
-        from multiprocessing.connection import wait
-
         failed: dict[int, str] = {}
         for w in ws:
             if self._procs[w] is None:
@@ -327,8 +326,6 @@ class ProcessPool(RemotePool):
         return failed
 
     def _exchange(self, kind: str, batches: dict[int, list[Any]]) -> dict[int, list[Any]]:
-        from multiprocessing.connection import wait
-
         payloads = self._dumps_batches(kind, batches)
         out: dict[int, list[Any]] = {}
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from envgym.errors import MissingDependencyError
+from envgym._imports import optional
 from envgym.rollout.pools.base import DEFAULT_START_TIMEOUT_S
 from envgym.rollout.pools.host import SlotHost, picklable
 from envgym.rollout.pools.records import EnvFailure
@@ -26,11 +26,7 @@ _ray_owned_users = 0  # pools using a Ray instance that a pool started
 
 
 def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as err:
-        raise MissingDependencyError("ray", "ray", "The Ray environment pool (backend='ray')") from err
-    return ray
+    return optional("ray", purpose="The Ray environment pool (backend='ray')")
 
 
 class _RayHostActor:

@@ -28,6 +28,8 @@ or ``TrainConfig(algo="raw_return")``. The pure estimators and losses it may com
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from envgym.errors import ConfigError, suggest
 from envgym.trainer.algorithms.base import Advantages, Algorithm, Episodes
 from envgym.trainer.algorithms.gigpo import GiGPO
@@ -35,11 +37,15 @@ from envgym.trainer.algorithms.grpo import GRPO, DrGRPO
 from envgym.trainer.algorithms.ppo import PPO
 from envgym.trainer.algorithms.rloo import RLOO
 
+if TYPE_CHECKING:
+    from envgym.trainer.config import TrainConfig
+
 __all__ = [
     "Advantages",
     "Algorithm",
     "Episodes",
     "algorithm_names",
+    "check_config",
     "get_algorithm",
     "register_algorithm",
     "unregister_algorithm",
@@ -80,6 +86,20 @@ def get_algorithm(name: str) -> Algorithm:
             f"algo must be one of {', '.join(map(repr, known))}, got {name!r}.{suggest(str(name), known)}"
         )
     return found
+
+
+def check_config(config: TrainConfig) -> Algorithm:
+    """The algorithm ``config.algo`` names, after checking the settings it depends on: the
+    ``reward_norm`` (naming the algorithms that accept it) and the algorithm's own :meth:`~Algorithm.validate`."""
+    algorithm = get_algorithm(config.algo)
+    if config.reward_norm not in algorithm.reward_norms:
+        able = [name for name, other in _REGISTRY.items() if config.reward_norm in other.reward_norms]
+        raise ConfigError(
+            f"reward_norm={config.reward_norm!r} works with {', '.join(able) or 'no algorithm'}, not "
+            f"algo={algorithm.name!r}. Use reward_norm='sum' or another algo."
+        )
+    algorithm.validate(config)
+    return algorithm
 
 
 for _builtin in (GRPO(), DrGRPO(), RLOO(), PPO(), GiGPO()):

@@ -79,15 +79,8 @@ class Algorithm(abc.ABC):
         """The advantage of every turn of every episode (a 1-D tensor per episode)."""
 
     def validate(self, config: TrainConfig) -> None:
-        """Raise :class:`ConfigError` for settings this algorithm cannot run with."""
-        if config.reward_norm not in self.reward_norms:
-            from envgym.trainer.algorithms import algorithm_names, get_algorithm
-
-            able = [n for n in algorithm_names() if config.reward_norm in get_algorithm(n).reward_norms]
-            raise ConfigError(
-                f"reward_norm={config.reward_norm!r} works with {', '.join(able) or 'no algorithm'}, not "
-                f"algo={self.name!r}. Use reward_norm='sum' or another algo."
-            )
+        """Raise :class:`ConfigError` for settings this algorithm cannot run with (the registry's
+        :func:`~envgym.trainer.algorithms.check_config` has already checked ``reward_norm``)."""
         if self.group_relative and config.group_size < 2:
             raise ConfigError(
                 f"algo={self.name!r} compares the episodes of a group, so group_size must be >= 2, got "
