@@ -13,6 +13,7 @@ from test_rewards_envs import LineWalk
 
 from envgym.core import RewardContext
 from envgym.errors import ConfigError, InvalidKwargsError
+from envgym.rubric import as_rubric
 from envgym.rewards import (
     OPERATORS,
     WRAPPER_CONTEXT_FIELDS,
@@ -437,3 +438,15 @@ def test_every_rubric_class_has_a_spec() -> None:
         rebuilt = build_rubric(node.to_spec(), context=WRAPPER_CONTEXT_FIELDS)
         assert type(rebuilt) is type(node) and rebuilt.to_spec() == node.to_spec()
         assert repr(node).startswith(type(node).__name__)
+
+
+def test_node_constructors_take_objects_and_specs_go_through_the_builder() -> None:
+    """Python constructors take rubrics, names, numbers and callables; a spec mapping is the
+    builder's (one direction of dependency: spec imports nodes, never the reverse)."""
+    with pytest.raises(RubricError, match=r"sum\[1\]: got a spec mapping .*build_rubric"):
+        Sum("success_reward", {"weighted_sum": {"format_reward": 0.5}})
+    with pytest.raises(RubricError, match=r"gate: got a spec mapping .*build_condition"):
+        Gate({"context": "success"}, then=1.0)
+    built = build_rubric({"sum": ["success_reward", {"weighted_sum": {"format_reward": 0.5}}]})
+    assert built.to_spec() == Sum("success_reward", WeightedSum({"format_reward": 0.5})).to_spec()
+    assert as_rubric({"gate": {"context": "success"}, "then": 1.0}).to_spec() == Gate("success", then=1.0).to_spec()

@@ -104,9 +104,8 @@ from envgym.rubric.nodes import (
     Term,
     TextMatches,
     WeightedSum,
-    as_rubric,
 )
-from envgym.rubric.spec import OPERATORS, build_condition, build_rubric, dump_rubric, load_rubric
+from envgym.rubric.spec import OPERATORS, as_rubric, build_condition, build_rubric, dump_rubric, load_rubric
 
 __all__ = [
     "OPERATORS",

@@ -1,5 +1,6 @@
 """The rubric language's nodes: :class:`Rubric` trees (terms, sums, gates, clips, ...) and the
-conditions a gate tests. Built from specs by :mod:`envgym.rubric.spec`."""
+conditions a gate tests. Python code builds them directly; specs (mappings, YAML) go through
+:mod:`envgym.rubric.spec`, which imports this module and never the other way round."""
 
 from __future__ import annotations
 
@@ -36,7 +37,6 @@ __all__ = [
     "Term",
     "TextMatches",
     "WeightedSum",
-    "as_rubric",
 ]
 
 
@@ -198,7 +198,7 @@ class Rubric(_Node):
         return Sum(other, self)
 
     def __sub__(self, other: RubricSpec) -> Rubric:
-        return Sum(self, WeightedSum([(as_rubric(other), -1.0)]))
+        return Sum(self, WeightedSum([(_coerce(other, "reward"), -1.0)]))
 
     def __rsub__(self, other: RubricSpec) -> Rubric:
         return Sum(other, WeightedSum([(self, -1.0)]))
@@ -232,9 +232,54 @@ class Rubric(_Node):
     __hash__ = object.__hash__
 
 
-def as_rubric(spec: RubricSpec, *, path: str = "reward") -> Rubric:
-    """Turn a spec (rubric, component name, number, mapping, callable) into a rubric, unvalidated."""
-    return _build(spec, path)
+def _coerce(spec: Any, path: str) -> Rubric:
+    """What node constructors accept in place of a rubric: a rubric, a component name, a number or
+    a callable. Spec mappings (the YAML language) are :func:`envgym.rubric.build_rubric`'s."""
+    if isinstance(spec, Rubric):
+        return spec
+    if isinstance(spec, Condition):
+        raise RubricError(f"{path}: got a condition ({spec!r}) where a rubric was expected; wrap it in a gate.")
+    if isinstance(spec, str):
+        return Term(_component_name(spec, path))
+    if isinstance(spec, bool):
+        raise RubricError(f"{path}: expected a rubric (a component name, a number or a mapping), got {spec!r}.")
+    if isinstance(spec, numbers.Real):
+        return Const(_number(spec, path))
+    if isinstance(spec, Mapping):
+        raise RubricError(
+            f"{path}: got a spec mapping ({dict(spec)!r}); rubric objects take rubrics, component names, numbers "
+            "and callables. Build specs with envgym.rubric.build_rubric(...)."
+        )
+    if isinstance(spec, (list, tuple)):
+        raise RubricError(
+            f"{path}: a bare list is not a rubric, got {spec!r}. Say how to combine it: {{sum: [...]}}, "
+            f"{{product: [...]}} or {{lexicographic: [...]}}."
+        )
+    if callable(spec):
+        return FunctionRubric(spec)
+    raise RubricError(
+        f"{path}: expected a rubric (a component name, a number, a mapping or a callable), got {type(spec).__name__}."
+    )
+
+
+def _coerce_condition(spec: Any, path: str) -> Condition:
+    """What node constructors accept in place of a condition: a condition or a context flag name."""
+    if isinstance(spec, Condition):
+        return spec
+    if isinstance(spec, str):
+        try:
+            return Flag(spec)
+        except RubricError as err:
+            raise RubricError(f"{path}: {err}") from None
+    if isinstance(spec, Mapping):
+        raise RubricError(
+            f"{path}: got a spec mapping ({dict(spec)!r}); pass a condition such as Term('format_reward') >= 0 or "
+            "a flag name, or build specs with envgym.rubric.build_condition(...)."
+        )
+    raise RubricError(
+        f"{path}: expected a condition such as {{component: format_reward, '>=': 0}} or "
+        f"{{context: success}}, got {spec!r}."
+    )
 
 
 class Term(Rubric):
@@ -358,7 +403,7 @@ class Sum(Rubric):
     def __init__(self, *terms: RubricSpec) -> None:
         if not terms:
             raise RubricError("sum: expected at least one term, got none.")
-        self.terms = tuple(as_rubric(t, path=f"sum[{i}]") for i, t in enumerate(terms))
+        self.terms = tuple(_coerce(t, path=f"sum[{i}]") for i, t in enumerate(terms))
 
     def children(self) -> tuple[tuple[str, _Node], ...]:
         return tuple((f"sum[{i}]", t) for i, t in enumerate(self.terms))
@@ -402,7 +447,7 @@ class WeightedSum(Rubric):
             elif isinstance(term, Term):
                 self.leaves[term.name] = self.leaves.get(term.name, 0.0) + w
             else:
-                self.nodes.append((as_rubric(term, path=f"weighted_sum[{i}]"), w))
+                self.nodes.append((_coerce(term, path=f"weighted_sum[{i}]"), w))
         self.rest = None if rest is None else _number(rest, "weighted_sum rest")
 
     def own_components(self) -> frozenset[str]:
@@ -445,7 +490,7 @@ class Product(Rubric):
     def __init__(self, *factors: RubricSpec) -> None:
         if not factors:
             raise RubricError("product: expected at least one factor, got none.")
-        self.factors = tuple(as_rubric(f, path=f"product[{i}]") for i, f in enumerate(factors))
+        self.factors = tuple(_coerce(f, path=f"product[{i}]") for i, f in enumerate(factors))
 
     def children(self) -> tuple[tuple[str, _Node], ...]:
         return tuple((f"product[{i}]", f) for i, f in enumerate(self.factors))
@@ -470,7 +515,7 @@ class Clip(Rubric):
         self.high = None if high is None else _number(high, "clip.max")
         if self.low is not None and self.high is not None and self.low > self.high:
             raise RubricError(f"clip: min must not exceed max, got min={self.low!r} and max={self.high!r}.")
-        self.rubric = as_rubric(rubric, path="clip")
+        self.rubric = _coerce(rubric, path="clip")
 
     def children(self) -> tuple[tuple[str, _Node], ...]:
         return (("clip", self.rubric),)
@@ -500,9 +545,9 @@ class Gate(Rubric):
     """
 
     def __init__(self, when: Condition | Mapping[str, Any] | str, *, then: RubricSpec, otherwise: RubricSpec = 0.0):
-        self.when = when if isinstance(when, Condition) else build_condition(when, path="gate")
-        self.then = as_rubric(then, path="then")
-        self.otherwise = as_rubric(otherwise, path="else")
+        self.when = _coerce_condition(when, "gate")
+        self.then = _coerce(then, path="then")
+        self.otherwise = _coerce(otherwise, path="else")
 
     def children(self) -> tuple[tuple[str, _Node], ...]:
         return (("gate", self.when), ("then", self.then), ("else", self.otherwise))
@@ -542,7 +587,7 @@ class Lexicographic(Rubric):
     def __init__(self, objectives: Sequence[RubricSpec], *, epsilon: float = 1e-3) -> None:
         if isinstance(objectives, (str, bytes)) or not isinstance(objectives, Sequence) or not objectives:
             raise RubricError(f"lexicographic: expected a non-empty list of objectives, got {objectives!r}.")
-        self.objectives = tuple(as_rubric(o, path=f"lexicographic[{i}]") for i, o in enumerate(objectives))
+        self.objectives = tuple(_coerce(o, path=f"lexicographic[{i}]") for i, o in enumerate(objectives))
         self.epsilon = _number(epsilon, "lexicographic.epsilon")
         if not 0.0 < self.epsilon < 1.0:
             raise RubricError(f"lexicographic.epsilon: expected a number in (0, 1), got {epsilon!r}.")
@@ -587,7 +632,7 @@ class AtEnd(Rubric):
     """
 
     def __init__(self, rubric: RubricSpec) -> None:
-        self.rubric = as_rubric(rubric, path="at_end")
+        self.rubric = _coerce(rubric, path="at_end")
         if "history" in self.rubric.requirements():
             raise RubricError("at_end: its rubric must not read the history itself (nested at_end); flatten it.")
 
@@ -638,7 +683,7 @@ class Compare(Condition):
     def __init__(self, rubric: RubricSpec, op: str, value: float) -> None:
         if op not in _COMPARISONS:
             raise RubricError(f"comparison: expected one of {' '.join(_COMPARISONS)}, got {op!r}.")
-        self.rubric = as_rubric(rubric, path="rubric")
+        self.rubric = _coerce(rubric, path="rubric")
         self.op = op
         self.value = _number(value, f"comparison {op!r}")
         self._test = _COMPARISONS[op]
@@ -719,7 +764,7 @@ class AllOf(Condition):
         if not conditions:
             raise RubricError("all: expected at least one condition, got none.")
         self.conditions = tuple(
-            c if isinstance(c, Condition) else build_condition(c, path=f"all[{i}]") for i, c in enumerate(conditions)
+            _coerce_condition(c, f"all[{i}]") for i, c in enumerate(conditions)
         )
 
     def children(self) -> tuple[tuple[str, _Node], ...]:
@@ -739,7 +784,7 @@ class AnyOf(Condition):
         if not conditions:
             raise RubricError("any: expected at least one condition, got none.")
         self.conditions = tuple(
-            c if isinstance(c, Condition) else build_condition(c, path=f"any[{i}]") for i, c in enumerate(conditions)
+            _coerce_condition(c, f"any[{i}]") for i, c in enumerate(conditions)
         )
 
     def children(self) -> tuple[tuple[str, _Node], ...]:
@@ -756,7 +801,7 @@ class Not(Condition):
     """The condition does not hold."""
 
     def __init__(self, condition: Condition | Mapping[str, Any] | str) -> None:
-        self.condition = condition if isinstance(condition, Condition) else build_condition(condition, path="not")
+        self.condition = _coerce_condition(condition, "not")
 
     def children(self) -> tuple[tuple[str, _Node], ...]:
         return (("not", self.condition),)
@@ -766,12 +811,3 @@ class Not(Condition):
 
     def to_spec(self) -> Any:
         return {"not": self.condition.to_spec()}
-
-
-# -------------------------------------------------------------------------------------- builders
-
-
-# Nodes take sub-specs (a gate's condition, a sum's terms) and build them with the spec builder,
-# which in turn makes nodes: the two halves of one language. Imported last, so whichever half
-# is imported first, both are complete before either is used.
-from envgym.rubric.spec import _build, build_condition

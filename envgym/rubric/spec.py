@@ -39,6 +39,8 @@ from envgym.rubric.nodes import (
     Term,
     TextMatches,
     WeightedSum,
+    _coerce,
+    _coerce_condition,
     _component_name,
     _number,
 )
@@ -193,28 +195,14 @@ OPERATORS: tuple[str, ...] = tuple(_BUILDERS)
 
 
 def _build(spec: Any, path: str) -> Rubric:
-    if isinstance(spec, Rubric):
-        return spec
-    if isinstance(spec, Condition):
-        raise RubricError(f"{path}: got a condition ({spec!r}) where a rubric was expected; wrap it in a gate.")
-    if isinstance(spec, str):
-        return Term(_component_name(spec, path))
-    if isinstance(spec, bool):
-        raise RubricError(f"{path}: expected a rubric (a component name, a number or a mapping), got {spec!r}.")
-    if isinstance(spec, numbers.Real):
-        return Const(_number(spec, path))
     if isinstance(spec, Mapping):
         return _build_mapping(spec, path)
-    if isinstance(spec, (list, tuple)):
-        raise RubricError(
-            f"{path}: a bare list is not a rubric, got {spec!r}. Say how to combine it: {{sum: [...]}}, "
-            f"{{product: [...]}} or {{lexicographic: [...]}}."
-        )
-    if callable(spec):
-        return FunctionRubric(spec)
-    raise RubricError(
-        f"{path}: expected a rubric (a component name, a number, a mapping or a callable), got {type(spec).__name__}."
-    )
+    return _coerce(spec, path)
+
+
+def as_rubric(spec: RubricSpec, *, path: str = "reward") -> Rubric:
+    """Turn a spec (rubric, component name, number, mapping, callable) into a rubric, unvalidated."""
+    return _build(spec, path)
 
 
 def _build_mapping(spec: Mapping[str, Any], path: str) -> Rubric:
@@ -249,14 +237,9 @@ def _build_mapping(spec: Mapping[str, Any], path: str) -> Rubric:
 
 def build_condition(spec: Any, *, path: str = "condition") -> Condition:
     """Build a :class:`Condition` from its spec (see the module docstring)."""
-    if isinstance(spec, Condition):
-        return spec
-    if isinstance(spec, str):
-        try:
-            return Flag(spec)
-        except RubricError as err:
-            raise RubricError(f"{path}: {err}") from None
-    if not isinstance(spec, Mapping) or not spec:
+    if not isinstance(spec, Mapping):
+        return _coerce_condition(spec, path)
+    if not spec:
         raise RubricError(
             f"{path}: expected a condition such as {{component: format_reward, '>=': 0}} or "
             f"{{context: success}}, got {spec!r}."
