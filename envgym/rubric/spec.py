@@ -10,8 +10,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from envgym.errors import suggest
 from envgym.rubric.context import REWARD_CONTEXT_FIELDS
 from envgym.rubric.nodes import (
@@ -347,6 +345,8 @@ def load_rubric(
         text, where = source, "the rubric YAML"
     else:
         raise RubricError(f"load_rubric: expected YAML text or a file path, got {type(source).__name__}.")
+    import yaml  # here, not at the top: the first gymnasium.make imports this module
+
     try:
         spec = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -361,4 +361,6 @@ def load_rubric(
 
 def dump_rubric(rubric: Rubric) -> str:
     """The rubric as YAML text that :func:`load_rubric` reads back."""
+    import yaml
+
     return str(yaml.safe_dump(rubric.to_spec(), sort_keys=False))
