@@ -24,8 +24,21 @@ from envgym.cli._common import (
     out_console,
     parse_kwargs,
 )
+from envgym.cli._options import (
+    AgentOptionsOption,
+    AgentTimeoutOption,
+    BackendOption,
+    EpisodeTimeoutOption,
+    JsonOption,
+    MaxRetriesOption,
+    ModeOption,
+    NumEnvsOption,
+    WorkersOption,
+    agent_option,
+    out_option,
+)
 from envgym.cli._run import _run_progress
-from envgym.cli.agents import check_agent_spec, known_agent_specs
+from envgym.cli.agents import check_agent_spec
 from envgym.errors import StopRun
 
 __all__ = ["bench_app"]
@@ -43,9 +56,7 @@ bench_app = typer.Typer(
 # -- list -------------------------------------------------------------------------------------------
 @bench_app.command("list")
 @handle_errors
-def list_command(
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
-) -> None:
+def list_command(as_json: JsonOption = False) -> None:
     """List the bundled suites (the benchmarks/ folder; $ENVGYM_BENCHMARKS points elsewhere)."""
     rows = []
     for path in list_suites():
@@ -118,36 +129,30 @@ def _ci(value: Any) -> str:
 @handle_errors
 def run_command(
     suite: Annotated[str, typer.Argument(metavar="SUITE", help="Suite id (core-v1; see `envgym bench list`) or path.")],
-    agent: Annotated[str, typer.Option("--agent", "-a", help=f"Agent spec: {known_agent_specs()}.")] = "random",
+    agent: Annotated[str, agent_option()] = "random",
     trials: Annotated[
-        int | None, typer.Option("--trials", "-k", help="Episodes per seed (pass^k); default: the suite's.")
+        int | None, typer.Option("--trials", "-t", help="Episodes per seed (pass^k); default: the suite's.")
     ] = None,
     out: Annotated[
         str | None,
-        typer.Option("--out", help="Run folder (default runs/bench/<suite>/<agent>-<UTC time>); re-run to resume."),
+        out_option("Run folder (default runs/bench/SUITE/AGENT-UTCTIME); re-run to resume.", short=False),
     ] = None,
-    agent_options: Annotated[
-        list[str] | None,
-        typer.Option("--agent-option", "-o", help="Agent argument key=value (repeatable; max_new_tokens=64)."),
-    ] = None,
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Environment instances (episodes at the same time).")] = 8,
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker processes / Ray actors (process, ray).")] = 1,
-    backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Where environments run: inproc, process or ray.")
-    ] = "inproc",
-    mode: Annotated[str, typer.Option("--mode", help="lockstep or async (a thread per episode).")] = "lockstep",
-    max_retries: Annotated[int, typer.Option("--max-retries", help="Restarts after an infrastructure error.")] = 2,
-    episode_timeout: Annotated[
-        float | None, typer.Option("--episode-timeout", help="Seconds per episode attempt.")
-    ] = None,
-    agent_timeout: Annotated[float | None, typer.Option("--agent-timeout", help="Seconds per agent call.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print results.json instead of a table.")] = False,
+    agent_options: AgentOptionsOption = None,
+    num_envs: NumEnvsOption = 8,
+    workers: WorkersOption = 1,
+    backend: BackendOption = "inproc",
+    mode: ModeOption = "lockstep",
+    max_retries: MaxRetriesOption = 2,
+    episode_timeout: EpisodeTimeoutOption = None,
+    agent_timeout: AgentTimeoutOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Run a benchmark suite with an agent: every entry through the rollout harness.
 
     Writes DIR/bench.json, DIR/suite.yaml, one harness run folder per entry in DIR/entries/ and
-    DIR/results.json (metrics with 95% bootstrap CIs), and prints the results table. Running
-    the same command with the same --out resumes; a changed suite, agent or --trials is refused.
+    DIR/results.json (metrics with 95% bootstrap CIs), and prints the results table (with --json,
+    results.json). Running the same command with the same --out resumes; a changed suite, agent
+    or --trials is refused.
     """
     check_agent_spec(agent)
     if trials is not None and trials < 1:
@@ -237,13 +242,16 @@ def run_command(
 @handle_errors
 def report_command(
     run: Annotated[str, typer.Argument(metavar="RUN", help="A bench run folder.")],
-    out: Annotated[str | None, typer.Option("--out", help="Where to write the report (default: RUN).")] = None,
+    out: Annotated[str | None, out_option("Where to write the report (default: RUN).")] = None,
     recompute: Annotated[
         bool, typer.Option("--recompute", help="Recompute results.json from the episodes first.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the written paths and results as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
-    """Write report.md and a self-contained report.html (table, success and turns plots) for a run."""
+    """Write report.md and a self-contained report.html (table, success and turns plots) for a run.
+
+    With --json, prints the written paths and the results.
+    """
     bench = load_bench_run(run)
     if recompute or not (bench.path / "results.json").exists():
         write_results(bench)
@@ -274,7 +282,7 @@ def _diff(value: float | None) -> str:
 def compare_command(
     run_a: Annotated[str, typer.Argument(metavar="RUN_A", help="A bench run folder (the baseline).")],
     run_b: Annotated[str, typer.Argument(metavar="RUN_B", help="Another run folder of the same suite.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Pair the episodes of two runs of one suite by (entry, seed, trial) and test B - A.
 

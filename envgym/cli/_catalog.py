@@ -21,6 +21,7 @@ from envgym.cli._common import (
     resolve_kind,
     specs_for,
 )
+from envgym.cli._options import FamilyOption, JsonOption, KindOption, VariantsOption
 from envgym.core import TextEnv
 from envgym.errors import EnvgymError, suggest
 from envgym.registration import list_envs, make, make_aec
@@ -50,14 +51,12 @@ def _spec_row(spec: Any) -> dict[str, Any]:
 
 @handle_errors
 def list_command(
-    family: Annotated[
-        str | None, typer.Option("--family", "-f", help="Only this family (games, household, ...).")
-    ] = None,
-    kind: Annotated[str | None, typer.Option("--kind", help="Only this kind: single, aec or parallel.")] = None,
-    variants: Annotated[bool, typer.Option("--variants/--no-variants", help="Include difficulty presets.")] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON (a list of specs) instead of tables.")] = False,
+    family: FamilyOption = None,
+    kind: KindOption = None,
+    variants: VariantsOption = True,
+    as_json: JsonOption = False,
 ) -> None:
-    """List every registered environment, grouped by family."""
+    """List every registered environment, grouped by family (--json: a list of specs)."""
     registry_kind = resolve_kind(kind)
     everything = list_envs()
     families = sorted({s.family for s in everything})
@@ -232,14 +231,13 @@ def _print_info(info: Mapping[str, Any]) -> None:
 @handle_errors
 def info_command(
     env_id: Annotated[str, typer.Argument(metavar="ID", help="Environment id, e.g. envgym/Sokoban-v0.")],
-    kind: Annotated[
-        str | None, typer.Option("--kind", help="For ids registered as several kinds: single, aec or parallel.")
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print JSON: a list with one object per registration.")
-    ] = False,
+    kind: KindOption = None,
+    as_json: JsonOption = False,
 ) -> None:
-    """Show an environment's card, spaces, arguments, variants and reward components."""
+    """Show an environment's card, spaces, arguments, variants and reward components.
+
+    With --json, prints a list with one object per registration of the id.
+    """
     registry_kind = resolve_kind(kind)
     specs = [s for s in specs_for(env_id) if registry_kind is None or s.kind == registry_kind]
     if not specs:

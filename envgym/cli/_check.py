@@ -24,6 +24,7 @@ from envgym.cli._common import (
     resolve_kind,
     specs_for,
 )
+from envgym.cli._options import FamilyOption, JsonOption, KindOption, VariantsOption
 from envgym.errors import suggest
 from envgym.registration import list_envs
 
@@ -71,14 +72,14 @@ def check_spec(spec: Any) -> dict[str, Any]:
 @handle_errors
 def check_command(
     target: Annotated[str, typer.Argument(metavar="ID|all", help="An environment id, or 'all' for every id.")],
-    family: Annotated[str | None, typer.Option("--family", "-f", help="With 'all': only this family.")] = None,
-    kind: Annotated[str | None, typer.Option("--kind", help="Only this kind: single, aec or parallel.")] = None,
-    variants: Annotated[bool, typer.Option("--variants/--no-variants", help="With 'all': include presets.")] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    family: FamilyOption = None,
+    kind: KindOption = None,
+    variants: VariantsOption = True,
+    as_json: JsonOption = False,
 ) -> None:
     """Run envgym's contract checker (check_env / check_aec_env) and print a pass/fail table.
 
-    Exits 1 when any environment fails.
+    --family and --variants apply with 'all'. Exits 1 when any environment fails.
     """
     registry_kind = resolve_kind(kind)
     if target == "all":

@@ -24,6 +24,7 @@ from envgym.cli._common import (
     out_console,
     parse_kwargs,
 )
+from envgym.cli._options import DbOption, JsonOption, out_option
 from envgym.leaderboard.bundle import BUNDLE_SUFFIX, make_bundle, read_bundle, write_bundle
 from envgym.leaderboard.pages import export_site
 from envgym.leaderboard.verify import VerifyConfig, verify_bundle
@@ -40,15 +41,7 @@ leaderboard_app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-DbOption = Annotated[
-    str | None,
-    typer.Option(
-        "--db",
-        help="Database: a SQLAlchemy URL (sqlite:///x.db, postgresql+psycopg://...) or a SQLite file path. "
-        "Default: $ENVGYM_LEADERBOARD_URL, else ~/.local/share/envgym/leaderboard.db.",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document on stdout.")]
+ReplayWorkersOption = Annotated[int, typer.Option("--workers", help="Processes replaying a bundle's episodes.")]
 
 
 def _store(db: str | None) -> Any:
@@ -97,9 +90,7 @@ def submit_command(
         list[str] | None,
         typer.Option("--meta", help="Agent metadata key=value (model=..., scaffold=..., authors=...); repeatable."),
     ] = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Bundle file to write (default: RUN/submission.envgym.jsonl.gz).")
-    ] = None,
+    out: Annotated[Path | None, out_option("Bundle file to write (default: RUN/submission.envgym.jsonl.gz).")] = None,
     db: DbOption = None,
     url: Annotated[
         str | None, typer.Option("--url", help="A leaderboard server to upload to (http://127.0.0.1:8000).")
@@ -184,7 +175,7 @@ def _upload(path: Path, url: str) -> dict[str, Any]:
 @handle_errors
 def verify_command(
     bundle: Annotated[Path, typer.Argument(help="A bundle file.", show_default=False)],
-    workers: Annotated[int, typer.Option("--workers", help="Processes replaying episodes.")] = 1,
+    workers: ReplayWorkersOption = 1,
     as_json: JsonOption = False,
 ) -> None:
     """Verify a bundle by replaying every episode; exit 1 with the reason when it is rejected."""
@@ -239,7 +230,7 @@ def serve_command(
     port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
     db: DbOption = None,
     max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest accepted upload (MiB).")] = 32.0,
-    workers: Annotated[int, typer.Option("--workers", help="Processes replaying each large bundle.")] = 1,
+    workers: ReplayWorkersOption = 1,
 ) -> None:
     """Serve the leaderboard (pages, JSON API and uploads) with uvicorn."""
     try:
@@ -260,7 +251,7 @@ def export_command(
     directory: Annotated[
         Path | None, typer.Argument(metavar="DIR", help="Folder to write the static site into.", show_default=False)
     ] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="The same as DIR.")] = None,
+    out: Annotated[Path | None, out_option("The same as DIR.")] = None,
     db: DbOption = None,
     as_json: JsonOption = False,
 ) -> None:

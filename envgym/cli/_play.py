@@ -31,6 +31,7 @@ from envgym.cli._common import (
     resolve_kind,
     select_spec,
 )
+from envgym.cli._options import EnvKwargsOption, KindOption
 from envgym.errors import suggest
 from envgym.registration import make, make_aec
 
@@ -301,14 +302,11 @@ def _print_summary(console: Console, result: Mapping[str, Any]) -> None:
 @handle_errors
 def play_command(
     env_id: Annotated[str, typer.Argument(metavar="ID", help="Environment id, e.g. envgym/Sokoban-v0.")],
-    seed: Annotated[int | None, typer.Option("--seed", "-s", help="Episode seed (same seed, same task).")] = None,
-    kwargs: Annotated[
-        list[str] | None,
-        typer.Option("--kwargs", "-k", help="Environment argument key=value (repeatable); values parse as JSON."),
+    seed: Annotated[
+        int | None, typer.Option("--seed", "-s", help="Episode seed (same seed, same task); default: a random task.")
     ] = None,
-    kind: Annotated[
-        str | None, typer.Option("--kind", help="For ids registered as several kinds: single, aec or parallel.")
-    ] = None,
+    kwargs: EnvKwargsOption = None,
+    kind: KindOption = None,
     seat: Annotated[
         str | None,
         typer.Option("--seat", help="Multi-agent ids: the seat you play; the others play at random. Default: all."),

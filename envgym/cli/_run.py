@@ -33,7 +33,33 @@ from envgym.cli._common import (
     progress_bar,
     select_spec,
 )
-from envgym.cli.agents import check_agent_spec, known_agent_specs, parse_agent_spec
+from envgym.cli._options import (
+    AgentOptionsOption,
+    AgentTimeoutOption,
+    BackendOption,
+    EnvKwargsOption,
+    EpisodesOption,
+    EpisodeTimeoutOption,
+    FamilyOption,
+    GroupSizeOption,
+    HistoryOption,
+    JsonOption,
+    LastKOption,
+    MaxRetriesOption,
+    MaxTurnsOption,
+    ModeOption,
+    NumEnvsOption,
+    ReplyTokensOption,
+    SeedOption,
+    StepTimeoutOption,
+    StopAtActionOption,
+    TokenBudgetOption,
+    VariantsOption,
+    WorkersOption,
+    agent_option,
+    out_option,
+)
+from envgym.cli.agents import check_agent_spec, parse_agent_spec
 from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
 from envgym.registration import list_envs
 from envgym.rollout import PromptConfig, RunConfig, Runner
@@ -132,68 +158,32 @@ def _run_progress(console: Any) -> Any:
 @handle_errors
 def run_command(
     env_id: Annotated[str, typer.Argument(metavar="ID|all", help="Environment id, or 'all' (same as run-all).")],
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            "--agent", "-a", help=f"Agent spec: {known_agent_specs()}. Default: random ('all': oracle and random)."
-        ),
-    ] = None,
-    episodes: Annotated[
-        int, typer.Option("--episodes", "-n", help="Episodes to run (a multiple of --group-size).")
-    ] = 10,
-    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of the first group; group g plays seed + g.")] = 0,
-    kwargs: Annotated[
-        list[str] | None,
-        typer.Option("--kwargs", "-k", help="Environment argument key=value (repeatable); values parse as JSON."),
-    ] = None,
-    num_envs: Annotated[int, typer.Option("--num-envs", help="Environment instances (episodes at the same time).")] = 8,
-    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker processes / Ray actors (process, ray).")] = 1,
-    backend: Annotated[
-        str, typer.Option("--backend", "-b", help="Where environments run: inproc, process or ray.")
-    ] = "inproc",
-    mode: Annotated[
-        str, typer.Option("--mode", help="lockstep (one batched agent call per turn) or async (a thread per episode).")
-    ] = "lockstep",
-    group_size: Annotated[int, typer.Option("--group-size", "-g", help="Episodes per seed (group rollouts).")] = 1,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", help="Harness turn limit per episode.")] = None,
-    max_retries: Annotated[int, typer.Option("--max-retries", help="Restarts after an infrastructure error.")] = 2,
-    episode_timeout: Annotated[
-        float | None, typer.Option("--episode-timeout", help="Seconds per episode attempt.")
-    ] = None,
-    step_timeout: Annotated[
-        float | None, typer.Option("--step-timeout", help="Seconds per env call (process, ray backends).")
-    ] = None,
-    agent_timeout: Annotated[float | None, typer.Option("--agent-timeout", help="Seconds per agent call.")] = None,
-    agent_options: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--agent-option", "-o", help="Agent argument key=value (repeatable; temperature=0.7, max_new_tokens=64)."
-        ),
-    ] = None,
-    history: Annotated[
-        str, typer.Option("--history", help="Chat history kept for chat agents: full, last_k, summary or none.")
-    ] = "full",
-    last_k: Annotated[int, typer.Option("--last-k", help="Turns kept with --history last_k/summary.")] = 4,
-    token_budget: Annotated[
-        int | None, typer.Option("--token-budget", help="Completion tokens per episode (chat agents).")
-    ] = None,
-    reply_tokens: Annotated[
-        int | None,
-        typer.Option("--reply-tokens", help="Most completion tokens of one reply, for every chat agent alike."),
-    ] = None,
-    stop_at_action: Annotated[
-        bool,
-        typer.Option(
-            "--stop-at-action/--no-stop-at-action",
-            help="End each chat reply at the closing action tag (</action>).",
-        ),
-    ] = True,
+    agent: Annotated[str | None, agent_option("random; with 'all': oracle and random")] = None,
+    episodes: EpisodesOption = 10,
+    seed: SeedOption = 0,
+    kwargs: EnvKwargsOption = None,
+    num_envs: NumEnvsOption = 8,
+    workers: WorkersOption = 1,
+    backend: BackendOption = "inproc",
+    mode: ModeOption = "lockstep",
+    group_size: GroupSizeOption = 1,
+    max_turns: MaxTurnsOption = None,
+    max_retries: MaxRetriesOption = 2,
+    episode_timeout: EpisodeTimeoutOption = None,
+    step_timeout: StepTimeoutOption = None,
+    agent_timeout: AgentTimeoutOption = None,
+    agent_options: AgentOptionsOption = None,
+    history: HistoryOption = "full",
+    last_k: LastKOption = 4,
+    token_budget: TokenBudgetOption = None,
+    reply_tokens: ReplyTokensOption = None,
+    stop_at_action: StopAtActionOption = True,
     out: Annotated[
         str | None,
-        typer.Option("--out", help="Run folder: records written as each episode ends; re-run to resume."),
+        out_option("Run folder: records written as each episode ends; re-run to resume.", short=False),
     ] = None,
     per_episode: Annotated[bool, typer.Option("--per-episode", help="With --json: include every episode.")] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run an agent for some episodes of an environment and print a results table.
 
@@ -404,20 +394,16 @@ def _run_all(
 
 @handle_errors
 def run_all_command(
-    agent: Annotated[
-        list[str] | None,
-        typer.Option("--agent", "-a", help=f"Agent spec (repeatable): {known_agent_specs()}. Default: oracle, random."),
-    ] = None,
-    episodes: Annotated[int, typer.Option("--episodes", "-n", help="Episodes per environment and agent.")] = 10,
-    seed: Annotated[int, typer.Option("--seed", "-s", help="Seed of episode 0; episode i uses seed + i.")] = 0,
-    family: Annotated[str | None, typer.Option("--family", "-f", help="Only this family.")] = None,
-    variants: Annotated[
-        bool, typer.Option("--variants/--no-variants", help="Also run every preset, not only the base ids.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")] = False,
+    agent: Annotated[list[str] | None, agent_option("oracle and random")] = None,
+    episodes: EpisodesOption = 10,
+    seed: SeedOption = 0,
+    family: FamilyOption = None,
+    variants: VariantsOption = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Run the oracle and random agents over every single-agent environment: one summary table.
 
+    Each environment and agent plays --episodes episodes; repeat --agent to run other agents.
     Exits 1 when any run failed. An environment without an oracle solver, or whose optional extra
     is not installed, is reported as skipped.
     """

@@ -18,9 +18,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from envgym.cli._common import echo_json, err_console, fmt_float, handle_errors, out_console, parse_kwargs
+from envgym.cli._options import KEY_VALUE, JsonOption, config_help, out_option
 from envgym.errors import ConfigError, suggest
 from envgym.trainer.checkpoint import list_checkpoints
-from envgym.trainer.config import TrainConfig, field_help, read_config_file
+from envgym.trainer.config import TrainConfig, read_config_file
 from envgym.trainer.distributed import world_from_env
 from envgym.trainer.loop import Trainer, stop_on_sigint
 
@@ -40,7 +41,7 @@ SHOWN = (
 
 
 def _help(name: str) -> str:
-    return field_help(name)
+    return config_help(TrainConfig, name)
 
 
 def _parse_set(items: list[str] | None) -> dict[str, Any]:
@@ -76,8 +77,8 @@ def train_command(
     env: Annotated[str | None, typer.Option("--env", "-e", help=_help("env_id"))] = None,
     algo: Annotated[str | None, typer.Option("--algo", help=_help("algo"))] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help=_help("model"))] = None,
-    updates: Annotated[int | None, typer.Option("--updates", "-n", help=_help("updates"))] = None,
-    group_size: Annotated[int | None, typer.Option("--group-size", "-k", help=_help("group_size"))] = None,
+    updates: Annotated[int | None, typer.Option("--updates", "-u", help=_help("updates"))] = None,
+    group_size: Annotated[int | None, typer.Option("--group-size", "-g", help=_help("group_size"))] = None,
     groups: Annotated[int | None, typer.Option("--groups", help=_help("groups_per_update"))] = None,
     lr: Annotated[float | None, typer.Option("--lr", help=_help("lr"))] = None,
     max_turns: Annotated[int | None, typer.Option("--max-turns", help=_help("max_turns"))] = None,
@@ -85,14 +86,11 @@ def train_command(
     eval_every: Annotated[int | None, typer.Option("--eval-every", help=_help("eval_every"))] = None,
     seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
     device: Annotated[str | None, typer.Option("--device", help=_help("device"))] = None,
-    out: Annotated[str | None, typer.Option("--out", "-o", help=_help("out"))] = None,
+    out: Annotated[str | None, out_option(_help("out"))] = None,
     task_pool: Annotated[int | None, typer.Option("--task-pool", help=_help("task_pool"))] = None,
     rollout_backend: Annotated[str | None, typer.Option("--rollout-backend", help=_help("rollout_backend"))] = None,
     rollout_workers: Annotated[int | None, typer.Option("--rollout-workers", help=_help("rollout_workers"))] = None,
-    kwargs: Annotated[
-        list[str] | None,
-        typer.Option("--kwargs", help="Environment argument KEY=VALUE (JSON values), repeatable: env_kwargs."),
-    ] = None,
+    kwargs: Annotated[list[str] | None, typer.Option("--kwargs", help=f"{_help('env_kwargs')} {KEY_VALUE}")] = None,
     settings: Annotated[
         list[str] | None,
         typer.Option(
@@ -104,13 +102,13 @@ def train_command(
     show_config: Annotated[
         bool, typer.Option("--show-config", help="Print the resolved configuration as JSON and exit.")
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the final summary as JSON on stdout.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Train a policy with RL (GRPO, Dr. GRPO, RLOO, PPO, GiGPO) on an environment.
 
     Settings come from the defaults, then `--config FILE`, then the flags. Running the same
     command again resumes the run from its folder's newest checkpoint; raise `--updates` to train
-    further. Progress goes to stderr, the summary to stdout.
+    further. Progress goes to stderr, the summary to stdout (--json: as JSON).
     """
     data: dict[str, Any] = read_config_file(config_file) if config_file is not None else {}
     overrides = _parse_set(settings)

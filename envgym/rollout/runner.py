@@ -51,7 +51,7 @@ from envgym.rollout.pools import BACKENDS, EnvFailure, EnvPool, ResetRequest, St
 from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
 from envgym.rollout.records import Trajectory, Turn, json_safe
 from envgym.rollout.rundir import RunFolder
-from envgym.rollout.specs import make_agent
+from envgym.rollout.specs import known_agent_specs, make_agent
 from envgym.rollout.summary import summarize
 from envgym.rollout.tasks import EpisodeTask, default_tasks, episode_id, episode_numbers, parse_tasks
 
@@ -76,54 +76,87 @@ IDENTITY_KEYS = (
 DEFAULT_EPISODES = 10
 
 
+def _help(text: str) -> dict[str, str]:
+    return {"help": text}
+
+
 @dataclass(frozen=True, kw_only=True)
 class RunConfig:
-    """One rollout run. Validated on construction, before any environment or model loads."""
+    """One rollout run. Validated on construction, before any environment or model loads.
 
-    env_id: str | None = None
-    """Registered environment id, e.g. ``envgym/Sokoban-v0`` (with ``tasks``: default the first
-    task's)."""
-    agent: str | None = None
-    """Agent spec (``random``, ``oracle``, ``hf:smollm2``, ``openai:MODEL@URL``, ``human``);
-    ``None`` when the runner is given an agent object (its ``name`` is recorded)."""
-    agent_options: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword arguments for the agent's constructor (``temperature``, ``max_new_tokens``, ...)."""
-    episodes: int | None = None
-    """Episodes in total (a multiple of ``group_size``); default 10, or the length of ``tasks``."""
-    seed: int = 0
-    """Environment seed of the first group; group ``g`` plays ``seed + g``."""
-    group_size: int = 1
-    """Episodes per seed (group rollouts: GRPO samples ``k`` answers to the same task)."""
-    env_kwargs: Mapping[str, Any] = field(default_factory=dict)
-    """Keyword arguments for ``envgym.make``."""
-    max_turns: int | None = None
-    """Harness turn limit per episode, an outer cap over the env's own ``max_turns`` kwarg
-    (truncates, reason ``max_turns``); ``None``: the env's own."""
-    tasks: Sequence[EpisodeTask] | None = None
-    """The episodes to play, one :class:`EpisodeTask` each (env id, kwargs, seed, group, member,
-    turn limit), of any environments; ``None``: ``episodes`` episodes of ``env_id`` from ``seed``
-    (:func:`~envgym.rollout.tasks.default_tasks`). With a list, ``env_kwargs``, ``seed`` and
-    ``group_size`` only describe the run (``seed`` still seeds the agent)."""
-    num_envs: int = 8
-    """Environment instances (episodes played at the same time)."""
-    backend: str = "inproc"
-    """Where environments run: ``inproc`` (this process), ``process`` (worker pool) or ``ray``."""
-    workers: int = 1
-    """Worker processes or Ray actors for the ``process`` and ``ray`` backends."""
-    mode: str = "lockstep"
-    """``lockstep`` (one batched agent call per turn) or ``async`` (one thread per live episode)."""
-    max_retries: int = 2
-    """Restarts of an episode after an infrastructure failure before it is recorded as failed."""
-    episode_timeout_s: float | None = None
-    """Wall-clock limit of one episode attempt (checked between turns); ``None``: no limit."""
-    step_timeout_s: float | None = None
-    """Limit of one environment call on the process and Ray backends (the worker is replaced)."""
-    agent_timeout_s: float | None = None
-    """Limit of one agent call; the late answer is dropped and the episodes retried."""
-    prompt: PromptConfig = field(default_factory=PromptConfig)
-    """How observations become chat messages (chat agents only)."""
-    ray_address: str | None = None
-    """Address of an existing Ray cluster; ``None`` starts a local one when needed."""
+    Each field's ``metadata["help"]`` (listed under Attributes below) is its documentation and
+    the help of the ``envgym run`` / ``envgym bench run`` flag that sets it.
+    """
+
+    env_id: str | None = field(
+        default=None,
+        metadata=_help("Registered environment id, e.g. envgym/Sokoban-v0 (with tasks: default the first task's)."),
+    )
+    # None when the runner is given an agent object (its name is recorded).
+    agent: str | None = field(default=None, metadata=_help(f"Agent spec: {known_agent_specs()}."))
+    agent_options: Mapping[str, Any] = field(
+        default_factory=dict,
+        metadata=_help("Keyword arguments for the agent's constructor (temperature, max_new_tokens, ...)."),
+    )
+    # None: DEFAULT_EPISODES, or one episode per task when tasks are given.
+    episodes: int | None = field(default=None, metadata=_help("Episodes to play (a multiple of the group size)."))
+    seed: int = field(default=0, metadata=_help("Environment seed of the first group; group g plays seed + g."))
+    group_size: int = field(
+        default=1, metadata=_help("Episodes per seed (group rollouts: GRPO samples k answers to the same task).")
+    )
+    env_kwargs: Mapping[str, Any] = field(default_factory=dict, metadata=_help("Keyword arguments for envgym.make."))
+    max_turns: int | None = field(
+        default=None,
+        metadata=_help(
+            "Harness turn limit per episode, an outer cap over the env's own max_turns kwarg (truncates, "
+            "reason max_turns); None: the env's own."
+        ),
+    )
+    tasks: Sequence[EpisodeTask] | None = field(
+        default=None,
+        metadata=_help(
+            "The episodes to play, one EpisodeTask each (env id, kwargs, seed, group, member, turn limit), of "
+            "any environments; None: episodes episodes of env_id from seed (envgym.rollout.tasks.default_tasks). "
+            "With a list, env_kwargs, seed and group_size only describe the run (seed still seeds the agent)."
+        ),
+    )
+    num_envs: int = field(default=8, metadata=_help("Environment instances (episodes played at the same time)."))
+    backend: str = field(
+        default="inproc",
+        metadata=_help("Where environments run: inproc (this process), process (worker pool) or ray."),
+    )
+    workers: int = field(default=1, metadata=_help("Worker processes or Ray actors for the process and ray backends."))
+    mode: str = field(
+        default="lockstep",
+        metadata=_help("lockstep (one batched agent call per turn) or async (one thread per live episode)."),
+    )
+    max_retries: int = field(
+        default=2,
+        metadata=_help("Restarts of an episode after an infrastructure failure before it is recorded as failed."),
+    )
+    episode_timeout_s: float | None = field(
+        default=None,
+        metadata=_help("Seconds one episode attempt may take (checked between turns); None: no limit."),
+    )
+    step_timeout_s: float | None = field(
+        default=None,
+        metadata=_help(
+            "Seconds one environment call may take on the process and ray backends (the worker is replaced); "
+            "None: no limit."
+        ),
+    )
+    agent_timeout_s: float | None = field(
+        default=None,
+        metadata=_help(
+            "Seconds one agent call may take (the late answer is dropped and the episodes retried); None: no limit."
+        ),
+    )
+    prompt: PromptConfig = field(
+        default_factory=PromptConfig, metadata=_help("How observations become chat messages (chat agents only).")
+    )
+    ray_address: str | None = field(
+        default=None, metadata=_help("Address of an existing Ray cluster; None starts a local one when needed.")
+    )
 
     def __post_init__(self) -> None:
         if self.tasks is not None:
@@ -213,6 +246,14 @@ class RunConfig:
         if isinstance(values.get("prompt"), Mapping):
             values["prompt"] = PromptConfig.from_dict(values["prompt"])
         return cls(**values)
+
+
+# The Attributes section of RunConfig's docstring is its fields' help, so the two never drift.
+RunConfig.__doc__ = (
+    (RunConfig.__doc__ or "").rstrip()
+    + "\n\n    Attributes:\n"
+    + "".join(f"        {f.name}: {f.metadata['help']}\n" for f in fields(RunConfig))
+)
 
 
 @dataclass

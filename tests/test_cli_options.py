@@ -1,0 +1,276 @@
+"""The ``envgym`` options over the whole command tree (``envgym.cli._options``).
+
+One meaning per short flag in every command, help on every option, one help per long name
+(or a stated reason), and flags that set a config field showing that field's documentation.
+The tree is walked from ``typer.main.get_command(app)``, so a new command is checked as it lands
+(duck-typed: Typer ships its own copy of click, so ``click.Group`` is not its base class).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from envgym.cli import app
+from envgym.cli._options import KEY_VALUE, config_help
+from envgym.rollout import PromptConfig, RunConfig
+from envgym.trainer.config import TrainConfig, field_help
+
+#: Every short flag and its one long name. A new short flag is a choice made on purpose: add it
+#: here and to the README's list ("Command line").
+SHORT_FLAGS = {
+    "-a": "--agent",
+    "-b": "--backend",
+    "-c": "--config",
+    "-e": "--env",
+    "-f": "--family",
+    "-g": "--group-size",
+    "-h": "--help",
+    "-k": "--kwargs",
+    "-m": "--model",
+    "-n": "--episodes",
+    "-o": "--out",
+    "-O": "--agent-option",
+    "-s": "--seed",
+    "-t": "--trials",
+    "-u": "--updates",
+    "-w": "--workers",
+}
+
+#: Long names whose help differs between commands, and why.
+DIFFERENT_HELP = {
+    "--out": "each command writes something else there: a run folder, a bench run, a report, a bundle, a site",
+    "--seed": "run/run-all seed RunConfig's first group, play its one episode, train a training run (TrainConfig)",
+    "--workers": "run/bench run: environment workers (RunConfig); leaderboard: processes replaying a bundle",
+    "--kwargs": "train shows TrainConfig.env_kwargs, the rollout commands RunConfig.env_kwargs",
+    "--group-size": "train shows TrainConfig.group_size, run RunConfig.group_size",
+    "--max-turns": "train shows TrainConfig.max_turns, run RunConfig.max_turns",
+}
+
+#: Flags of ``run`` (and ``bench run``) -> the RunConfig / PromptConfig field they set.
+RUN_FIELDS = {
+    "--agent": (RunConfig, "agent"),
+    "--agent-option": (RunConfig, "agent_options"),
+    "--episodes": (RunConfig, "episodes"),
+    "--seed": (RunConfig, "seed"),
+    "--kwargs": (RunConfig, "env_kwargs"),
+    "--num-envs": (RunConfig, "num_envs"),
+    "--workers": (RunConfig, "workers"),
+    "--backend": (RunConfig, "backend"),
+    "--mode": (RunConfig, "mode"),
+    "--group-size": (RunConfig, "group_size"),
+    "--max-turns": (RunConfig, "max_turns"),
+    "--max-retries": (RunConfig, "max_retries"),
+    "--episode-timeout": (RunConfig, "episode_timeout_s"),
+    "--step-timeout": (RunConfig, "step_timeout_s"),
+    "--agent-timeout": (RunConfig, "agent_timeout_s"),
+    "--history": (PromptConfig, "history"),
+    "--last-k": (PromptConfig, "last_k"),
+    "--token-budget": (PromptConfig, "token_budget"),
+    "--reply-tokens": (PromptConfig, "max_new_tokens"),
+    "--stop-at-action": (PromptConfig, "stop_at_action"),
+}
+#: Flags of ``train`` -> the TrainConfig field they set.
+TRAIN_FIELDS = {
+    "--env": "env_id",
+    "--algo": "algo",
+    "--model": "model",
+    "--updates": "updates",
+    "--group-size": "group_size",
+    "--groups": "groups_per_update",
+    "--lr": "lr",
+    "--max-turns": "max_turns",
+    "--max-new-tokens": "max_new_tokens",
+    "--eval-every": "eval_every",
+    "--seed": "seed",
+    "--device": "device",
+    "--out": "out",
+    "--task-pool": "task_pool",
+    "--rollout-backend": "rollout_backend",
+    "--rollout-workers": "rollout_workers",
+    "--kwargs": "env_kwargs",
+}
+#: key=value flags: the field's documentation, then how to write the values.
+KEY_VALUE_FLAGS = {"--agent-option", "--kwargs"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Opt:
+    command: str
+    long: str
+    shorts: tuple[str, ...]
+    help: str
+
+
+def _commands(command: Any, name: str, parent: typer.Context | None) -> Iterator[tuple[str, typer.Context]]:
+    ctx = typer.Context(command, info_name=name, parent=parent, **(command.context_settings or {}))
+    yield ctx.command_path, ctx
+    for sub_name, sub in sorted(getattr(command, "commands", {}).items()):  # a group's subcommands
+        yield from _commands(sub, sub_name, ctx)
+
+
+COMMANDS = dict(_commands(typer.main.get_command(app), "envgym", None))
+
+
+def _options() -> list[Opt]:
+    found = []
+    for path, ctx in COMMANDS.items():
+        for param in ctx.command.get_params(ctx):  # the help option included
+            if param.param_type_name == "option":
+                names = [*param.opts, *param.secondary_opts]
+                long = next(n for n in param.opts if n.startswith("--"))
+                shorts = tuple(n for n in names if not n.startswith("--"))
+                found.append(Opt(path, long, shorts, param.help or ""))
+    return found
+
+
+OPTIONS = _options()
+
+
+def _by_command(path: str) -> dict[str, Opt]:
+    return {o.long: o for o in OPTIONS if o.command == path}
+
+
+def _field_doc(config: type, name: str) -> str:
+    """The field's ``metadata["help"]`` as the Markdown-rendered CLI needs it (``<`` escaped)."""
+    (f,) = [f for f in dataclasses.fields(config) if f.name == name]
+    return f.metadata["help"].replace("<", "\\<")
+
+
+def test_the_walk_sees_every_command() -> None:
+    for path in ("envgym", "envgym run", "envgym run-all", "envgym bench run", "envgym train", "envgym leaderboard"):
+        assert path in COMMANDS
+    assert "envgym leaderboard export" in COMMANDS and "envgym play" in COMMANDS
+    assert len(OPTIONS) > 90
+
+
+def test_every_short_flag_has_one_meaning() -> None:
+    meanings: dict[str, set[str]] = defaultdict(set)
+    where: dict[str, list[str]] = defaultdict(list)
+    for o in OPTIONS:
+        for short in o.shorts:
+            meanings[short].add(o.long)
+            where[short].append(f"{o.command} {o.long}")
+    clashes = {s: sorted(where[s]) for s, longs in meanings.items() if len(longs) > 1}
+    assert not clashes, f"short flags with several meanings: {clashes}"
+    assert {s: longs.pop() for s, longs in meanings.items()} == SHORT_FLAGS
+
+
+def test_every_option_has_help() -> None:
+    missing = [f"{o.command} {o.long}" for o in OPTIONS if not o.help.strip()]
+    assert not missing, f"options without help: {missing}"
+
+
+def test_one_help_per_long_name() -> None:
+    helps: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    for o in OPTIONS:
+        helps[o.long][o.help].append(o.command)
+    differing = {long: dict(texts) for long, texts in helps.items() if len(texts) > 1}
+    unexplained = {long: texts for long, texts in differing.items() if long not in DIFFERENT_HELP}
+    assert not unexplained, f"one long name, several helps (define it once in envgym/cli/_options.py): {unexplained}"
+    stale = sorted(set(DIFFERENT_HELP) - set(differing))
+    assert not stale, f"DIFFERENT_HELP names that now share one help; drop them: {stale}"
+
+
+def test_shared_options_are_shared() -> None:
+    """The options several commands have read the same (one definition each)."""
+    uses = defaultdict(set)
+    for o in OPTIONS:
+        uses[o.long].add(o.command)
+    for long in ("--agent", "--agent-option", "--backend", "--episodes", "--family", "--json", "--kind", "--variants"):
+        assert len(uses[long]) >= 2, long
+        assert len({o.help for o in OPTIONS if o.long == long}) == 1, long
+    assert len(uses["--json"]) >= 12
+
+
+@pytest.mark.parametrize("path", ["envgym run", "envgym bench run"])
+def test_run_flags_show_their_config_field_docs(path: str) -> None:
+    options = _by_command(path)
+    for long, opt in options.items():
+        if long not in RUN_FIELDS:
+            continue
+        doc = _field_doc(*RUN_FIELDS[long])
+        assert opt.help == (f"{doc} {KEY_VALUE}" if long in KEY_VALUE_FLAGS else doc), (path, long)
+    if path == "envgym run":  # every flag of run sets a field, but these four
+        assert set(options) - set(RUN_FIELDS) == {"--out", "--per-episode", "--json", "--help"}
+
+
+def test_train_flags_show_their_config_field_docs() -> None:
+    options = _by_command("envgym train")
+    for long, name in TRAIN_FIELDS.items():
+        doc = field_help(name).replace("<", "\\<")
+        assert options[long].help == (f"{doc} {KEY_VALUE}" if long in KEY_VALUE_FLAGS else doc), long
+    assert set(options) - set(TRAIN_FIELDS) == {"--config", "--set", "--show-config", "--json", "--help"}
+
+
+def test_config_help_reads_field_metadata() -> None:
+    assert config_help(RunConfig, "seed") == _field_doc(RunConfig, "seed")
+    assert "group g plays seed + g" in config_help(RunConfig, "seed")
+    assert config_help(TrainConfig, "groups_per_update") == field_help("groups_per_update")
+    assert config_help(PromptConfig, "stop_at_action").count("\\</action>") == 1
+    every_field = [f.name for f in dataclasses.fields(RunConfig)]
+    assert all(config_help(RunConfig, name) for name in every_field)  # RunConfig documents every field
+    assert f"  seed: {_field_doc(RunConfig, 'seed')}" in (RunConfig.__doc__ or "")
+
+    @dataclasses.dataclass
+    class Undocumented:
+        x: int = 0
+
+    with pytest.raises(KeyError, match="no field 'nope'"):
+        config_help(RunConfig, "nope")
+    with pytest.raises(KeyError, match="no metadata"):
+        config_help(Undocumented, "x")
+
+
+@pytest.mark.parametrize("path", sorted(COMMANDS))
+def test_every_help_page_renders(path: str) -> None:
+    result = CliRunner().invoke(app, [*path.split()[1:], "--help"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    if path == "envgym run":
+        assert "(</action>)" in result.output  # Markdown did not swallow the tag
+
+
+# ---------------------------------------------------------------- the short flags that changed
+def _parse(path: str, *args: str) -> dict[str, Any]:
+    ctx = COMMANDS[path]
+    return ctx.command.make_context(ctx.info_name, list(args), parent=ctx.parent).params
+
+
+@pytest.mark.parametrize(
+    ("path", "args", "param", "value"),
+    [
+        ("envgym run", ["ID", "-O", "temperature=0.7"], "agent_options", ["temperature=0.7"]),
+        ("envgym run", ["ID", "-k", "size=6", "-n", "4", "-g", "2"], "kwargs", ["size=6"]),
+        ("envgym bench run", ["core-v1", "-O", "max_new_tokens=8"], "agent_options", ["max_new_tokens=8"]),
+        ("envgym bench run", ["core-v1", "-t", "3"], "trials", 3),
+        ("envgym bench report", ["RUN", "-o", "report"], "out", "report"),
+        ("envgym train", ["-u", "5"], "updates", 5),
+        ("envgym train", ["-g", "4"], "group_size", 4),
+        ("envgym train", ["-o", "runs/t"], "out", "runs/t"),
+        ("envgym leaderboard export", ["-o", "site"], "out", Path("site")),
+    ],
+)
+def test_changed_short_flags(path: str, args: list[str], param: str, value: Any) -> None:
+    assert _parse(path, *args)[param] == value
+
+
+@pytest.mark.parametrize(
+    ("path", "args"),
+    [
+        ("envgym run", ["ID", "-o", "temperature=0.7"]),  # was --agent-option; must not become --out
+        ("envgym bench run", ["core-v1", "-o", "max_new_tokens=8"]),
+        ("envgym bench run", ["core-v1", "-k", "3"]),  # was --trials
+        ("envgym train", ["-n", "5"]),  # was --updates
+        ("envgym train", ["-k", "4"]),  # was --group-size
+    ],
+)
+def test_old_short_flags_fail_loudly(path: str, args: list[str]) -> None:
+    result = CliRunner().invoke(app, [*path.split()[1:], *args])
+    assert result.exit_code == 2 and "No such option" in result.output
