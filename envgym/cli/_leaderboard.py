@@ -25,6 +25,7 @@ from envgym.cli._common import (
     parse_kwargs,
 )
 from envgym.cli._options import DbOption, JsonOption, out_option
+from envgym.cli._tokens import token_app
 from envgym.leaderboard.bundle import BUNDLE_SUFFIX, make_bundle, read_bundle, write_bundle
 from envgym.leaderboard.pages import export_site
 from envgym.leaderboard.verify import VerifyConfig, verify_bundle
@@ -40,6 +41,7 @@ leaderboard_app = typer.Typer(
     rich_markup_mode="markdown",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
+leaderboard_app.add_typer(token_app, name="token")
 
 ReplayWorkersOption = Annotated[int, typer.Option("--workers", help="Processes replaying a bundle's episodes.")]
 
@@ -95,6 +97,15 @@ def submit_command(
     url: Annotated[
         str | None, typer.Option("--url", help="A leaderboard server to upload to (http://127.0.0.1:8000).")
     ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="ENVGYM_LEADERBOARD_TOKEN",
+            help="Upload token for a server started with --require-token (or $ENVGYM_LEADERBOARD_TOKEN).",
+            show_default=False,
+        ),
+    ] = None,
     text_cap: Annotated[
         int, typer.Option("--text-cap", help="Characters kept of each observation and completion.")
     ] = 2000,
@@ -143,23 +154,24 @@ def submit_command(
             err_console().print(note)
             _print_scores(f"{stored['agent_name']} on {stored['suite_id']}", scores)
     elif url is not None:
-        result.update(_upload(path, url))
+        result.update(_upload(path, url, token))
         if not as_json:
             err_console().print(f"{result['status']}: submission {result['submission']['id']} at {url}")
     if as_json:
         echo_json(result)
 
 
-def _upload(path: Path, url: str) -> dict[str, Any]:
+def _upload(path: Path, url: str, token: str | None = None) -> dict[str, Any]:
     try:
         import httpx
     except ImportError:
         fail("uploading needs httpx: pip install 'envgym[leaderboard]'", EXIT_FAILED)
     endpoint = url.rstrip("/") + "/api/submissions"
+    headers = {"Content-Type": "application/gzip"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
     try:
-        response = httpx.post(
-            endpoint, content=path.read_bytes(), headers={"Content-Type": "application/gzip"}, timeout=600
-        )
+        response = httpx.post(endpoint, content=path.read_bytes(), headers=headers, timeout=600)
     except httpx.HTTPError as err:
         fail(f"could not reach {endpoint}: {err}", EXIT_FAILED)
     try:
@@ -231,6 +243,18 @@ def serve_command(
     db: DbOption = None,
     max_upload_mb: Annotated[float, typer.Option("--max-upload-mb", help="Largest accepted upload (MiB).")] = 32.0,
     workers: ReplayWorkersOption = 1,
+    require_token: Annotated[
+        bool,
+        typer.Option(
+            "--require-token", help="Accept uploads only with a token (Authorization: Bearer; see `token create`)."
+        ),
+    ] = False,
+    uploads_per_minute: Annotated[
+        int,
+        typer.Option(
+            "--uploads-per-minute", min=1, help="Uploads accepted per token in any 60 s (per server process)."
+        ),
+    ] = 30,
 ) -> None:
     """Serve the leaderboard (pages, JSON API and uploads) with uvicorn."""
     try:
@@ -240,7 +264,13 @@ def serve_command(
     from envgym.leaderboard.app import create_app
     if max_upload_mb <= 0:
         fail(f"--max-upload-mb must be positive, got {max_upload_mb!r}.", EXIT_USAGE)
-    app = create_app(db, max_upload_bytes=int(max_upload_mb * 1024 * 1024), verify_config=VerifyConfig(workers=workers))
+    app = create_app(
+        db,
+        max_upload_bytes=int(max_upload_mb * 1024 * 1024),
+        verify_config=VerifyConfig(workers=workers),
+        require_token=require_token,
+        uploads_per_minute=uploads_per_minute,
+    )
     err_console().print(f"envgym leaderboard on http://{host}:{port} (database {app.state.store.url})")
     uvicorn.run(app, host=host, port=port, log_level="warning")
 

@@ -37,6 +37,7 @@ import gzip
 import hashlib
 import io
 import json
+import math
 import os
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
@@ -394,17 +395,59 @@ def _check_episode(e: Any, line: int) -> None:
             _expect(isinstance(turn.get(key), bool), f"{tw}: {key}", "true or false", turn.get(key))
 
 
+#: Longest integer literal a bundle may hold, in digits (seeds, counts and rewards need few; a
+#: longer one is refused before Python's own limit on int parsing, whose message suggests
+#: raising a process-wide setting).
+MAX_INT_DIGITS = 100
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number; write finite numbers only")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text:.40} is too large for a float (it reads as infinity)")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {digits} digits is longer than the {MAX_INT_DIGITS} digits a bundle may use")
+    return int(text)
+
+
+def _parse_line(line: bytes, number: int) -> Any:
+    """One JSON Lines record; every way it can fail is a :class:`BundleError` with a one-line reason."""
+    where = f"line {number} of the bundle"
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BundleError(f"{where} is not valid UTF-8 ({err}); bundles are UTF-8 JSON Lines.") from err
+    try:
+        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+    except RecursionError:
+        # Raised by the parser on arrays or objects nested ~1000 deep; the traceback is of no use.
+        raise BundleError(f"{where} nests arrays or objects too deeply to parse; bundles nest a few levels.") from None
+    except json.JSONDecodeError as err:
+        raise BundleError(f"{where} is not valid JSON ({err}).") from err
+    except ValueError as err:  # raised by the parse_* hooks above
+        raise BundleError(f"{where} is not valid bundle JSON ({err}).") from err
+
+
 def parse_bundle(text: bytes) -> Bundle:
-    """Parse uncompressed bundle lines, checking the structure of every record."""
+    """Parse uncompressed bundle lines, checking the structure of every record.
+
+    Refused (:class:`BundleError`): invalid UTF-8, invalid JSON, ``NaN``/``Infinity`` literals,
+    floats that overflow to infinity, integers longer than :data:`MAX_INT_DIGITS` digits and
+    nesting too deep for the parser.
+    """
     lines = [line for line in text.split(b"\n") if line.strip()]
     if not lines:
         raise BundleError("the bundle is empty: expected a manifest line and one line per episode.")
-    records = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            records.append(json.loads(line))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise BundleError(f"line {number} of the bundle is not valid JSON ({err}).") from err
+    records = [_parse_line(line, number) for number, line in enumerate(lines, start=1)]
     manifest, episodes = records[0], records[1:]
     _check_manifest(manifest)
     for number, episode in enumerate(episodes, start=2):
@@ -421,8 +464,9 @@ def read_bundle(source: str | os.PathLike[str] | bytes, *, max_bytes: int = DEFA
     """Read a bundle from a file path or from its bytes.
 
     Raises:
-        BundleError: not gzip, damaged, larger than ``max_bytes`` once unpacked, not JSON Lines,
-            or a record without the fields the format requires (the message names the line).
+        BundleError: not gzip, damaged or truncated, larger than ``max_bytes`` once unpacked, not
+            UTF-8 JSON Lines (see :func:`parse_bundle`), or a record without the fields the format
+            requires (the message, one line, names the line).
     """
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)

@@ -144,6 +144,11 @@ def ci_plot(board: Sequence[Mapping[str, Any]]) -> str:
     return "".join(parts)
 
 
+def _submitter(sub: Mapping[str, Any]) -> str:
+    """Who uploaded: the name of the token used (never the token), or "anonymous"."""
+    return sub.get("submitter") or "anonymous"
+
+
 def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) -> str:
     """A suite's ranked table and CI plot."""
     if not board:
@@ -157,7 +162,7 @@ def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) ->
         + "".join(f"<th class='num' data-type='num'>pass^{k}</th>" for k in ks)
         + "".join(f"<th class='num' data-type='num'>{_esc(e)}</th>" for e in entries)
         + "<th class='num' data-type='num'>infra errors</th><th class='num' data-type='num'>episodes</th>"
-        "<th data-type='text'>submitted</th>"
+        "<th data-type='text'>submitted</th><th data-type='text'>submitted by</th>"
     )
     rows = []
     for b in board:
@@ -175,6 +180,7 @@ def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) ->
             f"<td class='num' data-value='{b['infra']}'>{b['infra']}</td>",
             f"<td class='num' data-value='{b['episodes']}'>{b['episodes']}</td>",
             f"<td>{_esc(b['submitted_at'])}</td>",
+            f"<td class='submitter'>{_esc(_submitter(b))}</td>",
         ]
         rows.append(f"<tr data-id='{b['id']}'>{''.join(cells)}</tr>")
     first = board[0]
@@ -215,6 +221,7 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
         ("git commit", sub["git_commit"] or "-"),
         ("run created", sub["created"]),
         ("submitted", sub["submitted_at"]),
+        ("submitted by", _submitter(sub)),
         ("content hash", sub["content_hash"]),
     ]
     meta = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in meta_rows)

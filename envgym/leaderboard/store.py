@@ -8,10 +8,13 @@ data folder, so a leaderboard outlives the source tree and is never committed by
 from). A plain path (no ``://``) is taken as a SQLite file. PostgreSQL:
 ``postgresql+psycopg://user:pass@host/db`` (``pip install 'psycopg[binary]'``).
 
-Three tables: ``submissions`` (one row per accepted bundle; its ``content_hash`` is unique, so
-resubmitting the same bundle returns the existing row instead of a second one), ``entry_scores``
-(one row per submission and suite entry) and ``episodes`` (one row per episode, with the capped
-turn-by-turn record the viewer shows).
+Tables: ``submissions`` (one row per accepted bundle; its ``content_hash`` is unique, so
+resubmitting the same bundle returns the existing row instead of a second one; ``submitter`` is
+the name of the upload token, ``hidden`` takes it off the board), ``entry_scores`` (one row per
+submission and suite entry), ``episodes`` (one row per episode, with the capped turn-by-turn
+record the viewer shows), ``tokens`` (upload and admin tokens: a name, a role and the sha256 of
+the token, never the token itself) and ``audit`` (one row per hide or unhide: who, when, why).
+A database made before ``submitter`` and ``hidden`` existed gains the two columns when opened.
 
 Concurrent writers: every write is one transaction and the unique constraints decide races (the
 loser of a race on the same hash rolls back and reports the winner's row). SQLite runs in WAL
@@ -21,7 +24,11 @@ with a 60 s busy timeout, so writers queue instead of failing with "database is 
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import re
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,21 +48,33 @@ try:
         UniqueConstraint,
         create_engine,
         event,
+        false,
         func,
+        inspect,
         select,
+        update,
     )
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, IntegrityError
     from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+    from sqlalchemy.schema import CreateColumn
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("sqlalchemy", "leaderboard", "The leaderboard store") from err
 
 from envgym.leaderboard.verify import Verified
 
-__all__ = ["DEFAULT_DB_NAME", "URL_ENV", "Store", "default_url", "resolve_url"]
+__all__ = ["DEFAULT_DB_NAME", "ROLES", "URL_ENV", "Store", "default_url", "hash_token", "resolve_url"]
 
 URL_ENV = "ENVGYM_LEADERBOARD_URL"
 DEFAULT_DB_NAME = "leaderboard.db"
+#: Token roles: a submitter uploads; an admin also hides and unhides entries and reads the audit.
+ROLES = ("submitter", "admin")
+_TOKEN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
+
+
+def hash_token(token: str) -> str:
+    """The sha256 (hex) of a token: what the ``tokens`` table keeps instead of the token."""
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
 def default_url() -> str:
@@ -108,6 +127,9 @@ class SubmissionRow(_Base):
     scored: Mapped[int] = mapped_column(Integer)
     infra: Mapped[int] = mapped_column(Integer)
     bundle_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # Added after the first release: _migrate adds them to older databases.
+    submitter: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    hidden: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     entry_scores: Mapped[list[EntryScoreRow]] = relationship(
         back_populates="submission", cascade="all, delete-orphan", order_by="EntryScoreRow.position"
@@ -158,6 +180,48 @@ class EpisodeRow(_Base):
     record: Mapped[dict[str, Any]]
 
 
+class TokenRow(_Base):
+    __tablename__ = "tokens"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(20))
+    created_at: Mapped[str] = mapped_column(String(40))
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class AuditRow(_Base):
+    __tablename__ = "audit"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # No foreign key: the audit outlives a submission deleted later.
+    submission_id: Mapped[int] = mapped_column(Integer, index=True)
+    action: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(String(1000))
+    token_name: Mapped[str] = mapped_column(String(100))
+    at: Mapped[str] = mapped_column(String(40))
+
+
+#: Columns added to ``submissions`` after its first release (added by :meth:`Store._migrate`).
+_ADDED_COLUMNS = ("submitter", "hidden")
+
+
+def _token_dict(row: TokenRow) -> dict[str, Any]:
+    return {"name": row.name, "role": row.role, "created_at": row.created_at, "revoked": row.revoked}
+
+
+def _audit_dict(row: AuditRow) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "submission_id": row.submission_id,
+        "action": row.action,
+        "reason": row.reason,
+        "token_name": row.token_name,
+        "at": row.at,
+    }
+
+
 def _submission_dict(row: SubmissionRow, *, entries: bool = True) -> dict[str, Any]:
     data = {
         "id": row.id,
@@ -182,6 +246,8 @@ def _submission_dict(row: SubmissionRow, *, entries: bool = True) -> dict[str, A
         "scored": row.scored,
         "infra": row.infra,
         "bundle_size": row.bundle_size,
+        "submitter": row.submitter,
+        "hidden": bool(row.hidden),
     }
     if entries:
         data["entries"] = [
@@ -266,6 +332,21 @@ class Store:
             event.listen(self.engine, "begin", self._sqlite_begin)
         if create:
             _Base.metadata.create_all(self.engine)
+            self._migrate()
+
+    def _migrate(self) -> None:
+        """Add the columns :data:`_ADDED_COLUMNS` to a ``submissions`` table made without them."""
+        table = SubmissionRow.__table__
+        with self.engine.connect() as connection:
+            connection.execution_options(envgym_write=True)  # SQLite: one migrating process at a time
+            with connection.begin():
+                present = {c["name"] for c in inspect(connection).get_columns(table.name)}
+                for name in _ADDED_COLUMNS:
+                    if name in present:
+                        continue
+                    column = CreateColumn(table.c[name]).compile(dialect=self.engine.dialect)
+                    guard = "" if self._sqlite else "IF NOT EXISTS "  # PostgreSQL: a concurrent start
+                    connection.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {guard}{column}")
 
     # -- SQLite: WAL, and writers that queue ------------------------------------------------------
     @staticmethod
@@ -303,14 +384,17 @@ class Store:
 
     # -- writing -----------------------------------------------------------------------------------
     def find(self, content_hash: str) -> dict[str, Any] | None:
-        """The submission with ``content_hash``, or ``None``."""
+        """The submission with ``content_hash`` (hidden or not: the hash stays taken), or ``None``."""
         with self._session() as session:
             row = session.scalar(select(SubmissionRow).where(SubmissionRow.content_hash == content_hash))
             return _submission_dict(row) if row is not None else None
 
-    def add(self, verified: Verified, *, bundle_size: int | None = None) -> tuple[dict[str, Any], bool]:
+    def add(
+        self, verified: Verified, *, bundle_size: int | None = None, submitter: str | None = None
+    ) -> tuple[dict[str, Any], bool]:
         """Store a verified bundle in one transaction.
 
+        ``submitter`` is the name of the token it was uploaded with (``None``: anonymous).
         Returns ``(submission, created)``: ``created`` is ``False`` when a bundle with the same
         content hash was already stored (then nothing is written and the stored one returned).
         """
@@ -346,6 +430,8 @@ class Store:
             scored=scores.scored,
             infra=scores.infra,
             bundle_size=bundle_size,
+            submitter=submitter,
+            hidden=False,
         )
         row.entry_scores = [
             EntryScoreRow(
@@ -392,7 +478,7 @@ class Store:
                         )
                     )
                 session.add_all(episodes)
-            stored = self.submission(row.id)
+            stored = self.submission(row.id, include_hidden=True)
             assert stored is not None
             return stored, True
         except IntegrityError:
@@ -413,16 +499,24 @@ class Store:
             return True
 
     # -- reading -----------------------------------------------------------------------------------
-    def count(self) -> int:
-        """Number of stored submissions."""
+    def count(self, *, include_hidden: bool = False) -> int:
+        """Number of stored submissions (shown ones, unless ``include_hidden``)."""
+        query = select(func.count()).select_from(SubmissionRow)
+        if not include_hidden:
+            query = query.where(SubmissionRow.hidden == false())
         with self._session() as session:
-            return int(session.scalar(select(func.count()).select_from(SubmissionRow)) or 0)
+            return int(session.scalar(query) or 0)
 
     def suites(self) -> list[dict[str, Any]]:
         """One dict per suite with submissions: id, name, version, submissions, best agent/score."""
         result = []
         with self._session() as session:
-            ids = session.scalars(select(SubmissionRow.suite_id).distinct().order_by(SubmissionRow.suite_id)).all()
+            ids = session.scalars(
+                select(SubmissionRow.suite_id)
+                .where(SubmissionRow.hidden == false())
+                .distinct()
+                .order_by(SubmissionRow.suite_id)
+            ).all()
         for suite_id in ids:
             board = self.leaderboard(suite_id)
             best = board[0]
@@ -439,21 +533,26 @@ class Store:
         return result
 
     def leaderboard(self, suite_id: str) -> list[dict[str, Any]]:
-        """The submissions of ``suite_id``, best first (success rate, then mean reward), with
+        """The shown submissions of ``suite_id``, best first (success rate, then mean reward), with
         ``rank`` and per-entry scores."""
         with self._session() as session:
-            rows = session.scalars(select(SubmissionRow).where(SubmissionRow.suite_id == suite_id)).all()
+            rows = session.scalars(
+                select(SubmissionRow).where(SubmissionRow.suite_id == suite_id, SubmissionRow.hidden == false())
+            ).all()
             items = [_submission_dict(r) for r in rows]
         items.sort(key=_rank_key)
         for rank, item in enumerate(items, start=1):
             item["rank"] = rank
         return items
 
-    def submission(self, submission_id: int) -> dict[str, Any] | None:
-        """One submission with its per-entry scores, or ``None``."""
+    def submission(self, submission_id: int, *, include_hidden: bool = False) -> dict[str, Any] | None:
+        """One submission with its per-entry scores, or ``None`` (also when hidden, unless
+        ``include_hidden``)."""
         with self._session() as session:
             row = session.get(SubmissionRow, submission_id)
-            return _submission_dict(row) if row is not None else None
+            if row is None or (row.hidden and not include_hidden):
+                return None
+            return _submission_dict(row)
 
     def episodes(self, submission_id: int) -> list[dict[str, Any]]:
         """The episodes of a submission (without their turns), in bundle order."""
@@ -470,3 +569,89 @@ class Store:
                 select(EpisodeRow).where(EpisodeRow.submission_id == submission_id, EpisodeRow.ordinal == ordinal)
             )
             return _episode_dict(row, record=True) if row is not None else None
+
+    # -- tokens ------------------------------------------------------------------------------------
+    def create_token(self, name: str, *, role: str = "submitter") -> str:
+        """Make a token called ``name`` and return it: the only time it is seen (the database
+        keeps its sha256).
+
+        Raises:
+            ConfigError: ``name`` is not 1 to 100 of ``A-Z a-z 0-9 . _ @ + -`` (starting with a
+                letter or digit), is taken (names stay taken after a revoke, so the audit stays
+                unambiguous), or ``role`` is not one of :data:`ROLES`.
+        """
+        if not isinstance(name, str) or not _TOKEN_NAME.match(name):
+            raise ConfigError(
+                f"a token name is 1 to 100 characters of letters, digits and . _ @ + - (starting with a letter "
+                f"or digit), got {name!r}."
+            )
+        if role not in ROLES:
+            raise ConfigError(f"a token's role is one of {', '.join(ROLES)}, got {role!r}.")
+        token = secrets.token_urlsafe(32)
+        row = TokenRow(name=name, token_hash=hash_token(token), role=role, created_at=utc_timestamp("seconds"))
+        try:
+            with self._session(write=True) as session, session.begin():
+                session.add(row)
+        except IntegrityError:
+            raise ConfigError(
+                f"a token named {name!r} exists already (revoked ones keep their name); choose another name."
+            ) from None
+        return token
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """Every token's name, role, creation time and revoked flag (never the hash), oldest first."""
+        with self._session() as session:
+            return [_token_dict(r) for r in session.scalars(select(TokenRow).order_by(TokenRow.id)).all()]
+
+    def revoke_token(self, name: str) -> bool:
+        """Revoke the token ``name``; ``False`` when there is no such token or it was revoked already."""
+        with self._session(write=True) as session, session.begin():
+            result = session.execute(
+                update(TokenRow).where(TokenRow.name == name, TokenRow.revoked == false()).values(revoked=True)
+            )
+            return bool(result.rowcount)
+
+    def resolve_token(self, token: str) -> dict[str, Any] | None:
+        """``{"name", "role"}`` of the live token ``token``, or ``None`` (unknown or revoked).
+
+        Every live token's hash is compared with :func:`hmac.compare_digest`, without stopping at
+        a match, so the answer's timing says nothing about how close a guess came.
+        """
+        digest = hash_token(token)
+        with self._session() as session:
+            rows = session.execute(
+                select(TokenRow.name, TokenRow.role, TokenRow.token_hash).where(TokenRow.revoked == false())
+            ).all()
+        found = None
+        for name, role, stored in rows:
+            if hmac.compare_digest(stored, digest):
+                found = {"name": name, "role": role}
+        return found
+
+    # -- moderation --------------------------------------------------------------------------------
+    def set_hidden(self, submission_id: int, hidden: bool, *, reason: str, by: str) -> dict[str, Any] | None:
+        """Hide (or show again) a submission and write the audit row, in one transaction.
+
+        Returns the audit row, or ``None`` when there is no submission ``submission_id``. A hidden
+        submission leaves the board, the listings and its pages but stays in the database.
+        """
+        with self._session(write=True) as session, session.begin():
+            row = session.get(SubmissionRow, submission_id)
+            if row is None:
+                return None
+            row.hidden = hidden
+            audit = AuditRow(
+                submission_id=submission_id,
+                action="hide" if hidden else "unhide",
+                reason=reason,
+                token_name=by,
+                at=utc_timestamp("seconds"),
+            )
+            session.add(audit)
+            session.flush()
+            return _audit_dict(audit)
+
+    def audit(self) -> list[dict[str, Any]]:
+        """Every hide and unhide, oldest first."""
+        with self._session() as session:
+            return [_audit_dict(r) for r in session.scalars(select(AuditRow).order_by(AuditRow.id)).all()]
