@@ -19,7 +19,7 @@ import pkgutil
 import re
 import threading
 import warnings
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -207,8 +207,28 @@ def spec(env_id: str) -> EnvSpec:
     return found
 
 
-def make(env_id: str, **kwargs: Any) -> Any:
-    """``gymnasium.make`` with envgym's error messages for unknown ids."""
+def make(env_id: str, *, reward_wrappers: Sequence[Any] | None = None, **kwargs: Any) -> Any:
+    """``gymnasium.make`` with envgym's error messages for unknown ids, and reward wrappers.
+
+    Args:
+        env_id: a registered single-agent id (``envgym/Sokoban-v0``).
+        reward_wrappers: reward wrapper specs stacked on the environment, first innermost
+            (:func:`envgym.rewards.wrap_rewards`: ``[{"step_cost": {"cost": -0.01}}, "outcome"]``).
+            Plain data, so a suite entry, a training config or a worker pool passes them through
+            ``env_kwargs`` like any other argument; ``None`` or ``[]``: no wrappers.
+        kwargs: the environment's own keyword arguments.
+
+    Raises:
+        UnknownEnvError: ``env_id`` is not registered (with the closest ids).
+        RubricError: a malformed wrapper spec (checked before the environment is made), or one
+            the environment cannot carry (a component it lacks, one it already emits).
+    """
+    # Here, not at the top: this module runs inside `import gymnasium` (envgym._autoregister),
+    # and envgym.rewards imports gymnasium, which would call that hook back mid-import.
+    from envgym.rewards.wrappers.spec import check_reward_wrappers, wrap_rewards
+
+    if reward_wrappers is not None:
+        check_reward_wrappers(reward_wrappers)  # a bad spec fails before the environment is made
     register_envs()
     if env_id not in _single:
         register_envs(plugins=True)
@@ -216,7 +236,14 @@ def make(env_id: str, **kwargs: Any) -> Any:
         raise _unknown(env_id, multi=False)
     import gymnasium
 
-    return gymnasium.make(env_id, **kwargs)
+    env = gymnasium.make(env_id, **kwargs)
+    if not reward_wrappers:
+        return env
+    try:
+        return wrap_rewards(env, reward_wrappers)
+    except BaseException:
+        env.close()
+        raise
 
 
 def make_aec(env_id: str, **kwargs: Any) -> Any:

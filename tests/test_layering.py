@@ -191,6 +191,9 @@ DEFERRED_ON_PURPOSE: dict[tuple[str, str], str] = {
     ("envgym/registration.py", "gymnasium"): "imported by the gymnasium import hook: no import cycle through it",
     ("envgym/registration.py", "pettingzoo.utils.conversions"): "pettingzoo imports gymnasium (see above)",
     ("envgym/registration.py", "importlib.metadata"): "~40 ms; only plugin discovery needs it, not `import gymnasium`",
+    ("envgym/registration.py", "envgym.rewards.wrappers.spec"): (
+        "make(reward_wrappers=...): envgym.rewards imports gymnasium, so loading it from the hook's module is a cycle"
+    ),
     ("envgym/rubric/spec.py", "yaml"): "17 ms on the first gymnasium.make path; only YAML rubric files need it",
     ("envgym/models.py", "fcntl"): "POSIX only: the cache lock falls back to none elsewhere",
     ("envgym/rewards/verifiers/unit_tests.py", "resource"): "POSIX only: sandbox limits are set in the child",

@@ -17,9 +17,11 @@ hash), agent, agent options or trial count is refused before anything runs.
 Entry ``e`` with seeds ``s_0 .. s_{n-1}`` and ``K`` trials plays ``n * K`` episodes; episode
 ``i`` plays seed ``s_{i // K}`` as trial ``i % K`` (``Trajectory.member``). Every entry runs with
 the suite's prompt block (:attr:`Suite.prompt_config`: history, per-reply token cap, stop at the
-closing action tag), so every chat agent is held to the same reply limits. The agent is built
-once (seed 0; ``random:SEED`` sets another) and serves every entry; sampling agents seed each
-episode from (agent seed, env seed, trial), so a resumed run replays the same episodes.
+closing action tag), so every chat agent is held to the same reply limits. An entry's reward
+wrappers are in its ``env_kwargs`` (:attr:`SuiteEntry.env_kwargs`), so every episode's
+environment, in any worker, is made with them. The agent is built once (seed 0; ``random:SEED``
+sets another) and serves every entry; sampling agents seed each episode from (agent seed, env
+seed, trial), so a resumed run replays the same episodes.
 """
 
 from __future__ import annotations

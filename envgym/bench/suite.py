@@ -28,12 +28,20 @@ version is frozen once published: any change to what it runs makes a new version
         seeds: {start: 1000, count: 5}   # or an explicit list: [3, 8, 13]
         episodes: 5            # optional with seeds; must agree with their count
         max_turns: 30
+        reward_wrappers:       # optional: reward wrappers stacked on the env (envgym.rewards.wrap_rewards)
+          - step_cost: {cost: -0.01, name: time_penalty_reward}
 
 :func:`load_suite` checks everything a run needs: field types, unknown fields (with "did you
 mean"), duplicate entry names, environment ids (with "did you mean"), the prompt block (field
-names with "did you mean", values as :class:`~envgym.rollout.prompting.PromptConfig` checks them)
-and the keyword arguments, by building one environment per entry. Errors name the file, the entry
-and the field.
+names with "did you mean", values as :class:`~envgym.rollout.prompting.PromptConfig` checks them),
+the reward wrapper specs (names and option names; their values on the environment) and the
+keyword arguments, by building one environment per entry. Errors name the file, the entry and the
+field.
+
+An entry's ``reward_wrappers`` reach the environment through its ``env_kwargs`` (the key
+``reward_wrappers``, which :func:`envgym.registration.make` applies), so the harness, its worker
+pools and the leaderboard's replay build the same wrapped environment. They change the rewards,
+so they are in the resolved form and the sha256; an entry without them resolves as before.
 
 The ``prompt`` block is part of the suite: it is in the resolved form and so in the suite's
 sha256 (a changed block is another suite to the leaderboard). It is kept as written (only the
@@ -61,7 +69,9 @@ import yaml
 
 from envgym.errors import ConfigError, NotAvailableError, UnknownEnvError, suggest
 from envgym.registration import make, spec
+from envgym.rewards.wrappers.spec import check_reward_wrappers, wrap_rewards
 from envgym.rollout.prompting import PromptConfig
+from envgym.rubric import RubricError
 
 __all__ = [
     "METRICS",
@@ -89,7 +99,7 @@ DEFAULTS: dict[str, Any] = {"episodes": 5, "seed": 0, "split": "test", "max_turn
 TOP_FIELDS = ("name", "version", "description", "defaults", "metrics", "prompt", "entries")
 #: PromptConfig fields a suite's prompt block may not set, and where the setting belongs instead.
 PROMPT_FORBIDDEN = {"max_turns": "the suite's defaults.max_turns or an entry's max_turns"}
-ENTRY_FIELDS = ("name", "env", "kwargs", "split", "seeds", "episodes", "max_turns")
+ENTRY_FIELDS = ("name", "env", "kwargs", "split", "seeds", "episodes", "max_turns", "reward_wrappers")
 SUITE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 ENTRY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 SUITE_ID = re.compile(r"^(?P<name>[a-z0-9][a-z0-9_-]*?)-v(?P<version>\d+)$")
@@ -164,6 +174,9 @@ class SuiteEntry:
     """The environment seeds (tasks) of the entry, in order."""
     max_turns: int | None = None
     """Harness turn limit per episode (``None``: the environment's own)."""
+    reward_wrappers: tuple[Any, ...] = ()
+    """Reward wrapper specs stacked on the environment, first innermost (see
+    :func:`envgym.rewards.wrap_rewards`); empty: the environment's own rewards."""
 
     @property
     def episodes(self) -> int:
@@ -177,15 +190,20 @@ class SuiteEntry:
 
     @property
     def env_kwargs(self) -> dict[str, Any]:
-        """What ``envgym.make`` receives: the kwargs plus ``split``."""
-        return {**dict(self.kwargs), "split": self.split}
+        """What ``envgym.make`` receives: the kwargs plus ``split``, and ``reward_wrappers`` when
+        the entry has any (:func:`envgym.registration.make` stacks them)."""
+        kwargs = {**dict(self.kwargs), "split": self.split}
+        if self.reward_wrappers:
+            kwargs["reward_wrappers"] = _plain(list(self.reward_wrappers))
+        return kwargs
 
     def to_dict(self) -> dict[str, Any]:
-        """The resolved form (what a run's ``suite.yaml`` holds)."""
+        """The resolved form (what a run's ``suite.yaml`` holds). ``reward_wrappers`` is present
+        only when the entry has some (so entries without them keep their suite's hash)."""
         seeds: Any = (
             {"start": self.seeds[0], "count": len(self.seeds)} if self.contiguous and self.seeds else list(self.seeds)
         )
-        return {
+        data: dict[str, Any] = {
             "name": self.name,
             "env": self.env,
             "kwargs": _plain(dict(self.kwargs)),
@@ -194,6 +212,9 @@ class SuiteEntry:
             "episodes": self.episodes,
             "max_turns": self.max_turns,
         }
+        if self.reward_wrappers:
+            data["reward_wrappers"] = _plain(list(self.reward_wrappers))
+        return data
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -487,6 +508,17 @@ def _parse_entry(raw: Any, i: int, defaults: Mapping[str, Any], source: str, *, 
         raise ConfigError(f"{label} field 'kwargs': expected a mapping of keyword arguments, got {kwargs!r:.80}.")
     if "split" in kwargs:
         raise ConfigError(f"{label} field 'kwargs': give the split as the entry's 'split' field, not in kwargs.")
+    if "reward_wrappers" in kwargs:
+        raise ConfigError(
+            f"{label} field 'kwargs': give reward wrappers as the entry's 'reward_wrappers' field, not in kwargs."
+        )
+    reward_wrappers = raw.get("reward_wrappers")
+    if reward_wrappers is None:
+        reward_wrappers = []
+    try:
+        check_reward_wrappers(reward_wrappers, where="reward_wrappers")
+    except RubricError as err:
+        raise ConfigError(f"{label} field {err}") from err
     split = raw.get("split", defaults["split"])
     if not isinstance(split, str) or not split:
         raise ConfigError(f"{label} field 'split': expected a split name such as 'test', got {split!r}.")
@@ -522,14 +554,25 @@ def _parse_entry(raw: Any, i: int, defaults: Mapping[str, Any], source: str, *, 
             f"{label} field 'episodes': {episodes} disagrees with the {len(seeds)} seed(s) given; "
             "drop 'episodes' or make it match the seeds."
         )
-    return SuiteEntry(name=name, env=env_id, kwargs=dict(kwargs), split=split, seeds=seeds, max_turns=max_turns)
+    return SuiteEntry(
+        name=name,
+        env=env_id,
+        kwargs=dict(kwargs),
+        split=split,
+        seeds=seeds,
+        max_turns=max_turns,
+        reward_wrappers=tuple(_plain(list(reward_wrappers))),
+    )
 
 
 def _check_env(entry: SuiteEntry, i: int, source: str) -> None:
-    """Build the entry's environment once: bad kwargs or a bad split fail here, not mid-run."""
+    """Build the entry's environment once: bad kwargs or a bad split fail here, not mid-run. With
+    reward wrappers, stack them on it and reset it with the entry's first seed (a wrapper that
+    needs an ``info`` key the environment lacks fails at reset)."""
     label = f"{source}: entries[{i}] ({entry.name!r})"
+    kwargs = {key: value for key, value in entry.env_kwargs.items() if key != "reward_wrappers"}
     try:
-        env = make(entry.env, **entry.env_kwargs)
+        env = make(entry.env, **kwargs)
     except NotAvailableError:
         raise
     except Exception as err:
@@ -537,6 +580,16 @@ def _check_env(entry: SuiteEntry, i: int, source: str) -> None:
         message = str(err).split(" was raised from the environment creator", 1)[0]
         field_name = "split" if message.startswith("split must be") else "kwargs"
         raise ConfigError(
-            f"{label} field {field_name!r}: {entry.env} rejects {entry.env_kwargs!r}: {type(err).__name__}: {message}"
+            f"{label} field {field_name!r}: {entry.env} rejects {kwargs!r}: {type(err).__name__}: {message}"
         ) from err
+    if entry.reward_wrappers:
+        try:
+            env = wrap_rewards(env, list(entry.reward_wrappers))
+            env.reset(seed=entry.seeds[0])
+        except RubricError as err:
+            env.close()
+            raise ConfigError(f"{label} field {err}") from err
+        except Exception:
+            env.close()
+            raise
     env.close()

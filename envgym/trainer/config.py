@@ -22,6 +22,7 @@ import yaml
 
 from envgym.errors import ConfigError, suggest
 from envgym.registration import ENV_ID
+from envgym.rewards.wrappers.spec import check_reward_wrappers
 from envgym.rollout.pools import BACKENDS as ROLLOUT_BACKENDS
 from envgym.rollout.prompting import PromptConfig
 from envgym.rollout.records import json_safe
@@ -86,6 +87,16 @@ class TrainConfig:
         metadata=_help(
             "Keyword arguments of the held-out evaluation environment; None uses env_kwargs with "
             "split='test' (procedural environments draw their held-out tasks from it)."
+        ),
+    )
+    reward_wrappers: Sequence[Any] | None = field(
+        default=None,
+        metadata=_help(
+            "Reward wrappers stacked on every training and evaluation environment, first innermost, e.g. "
+            "[{step_cost: {cost: -0.01, name: time_penalty_reward}}, {format: {tags: [think, action]}}] "
+            "(envgym.rewards.wrap_rewards; names: outcome, format, invalid_action, step_cost, progress_shaping, "
+            "meta_reasoning, verifier, rubric). Passed to envgym.make as env_kwargs['reward_wrappers']; None: "
+            "the environment's own rewards."
         ),
     )
     model: str = field(
@@ -271,6 +282,7 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be a mapping of keyword arguments, got {getattr(self, name)!r}.")
         if self.eval_env_kwargs is not None and not isinstance(self.eval_env_kwargs, Mapping):
             raise ConfigError(f"eval_env_kwargs must be a mapping or None, got {self.eval_env_kwargs!r}.")
+        object.__setattr__(self, "reward_wrappers", _check_reward_wrappers(self))
         if not isinstance(self.model, str) or not self.model:
             raise ConfigError(f"model must be 'smollm2', 'tiny' or a local model folder, got {self.model!r}.")
         get_algorithm(self.algo)  # an unknown name is the first error
@@ -379,22 +391,38 @@ class TrainConfig:
             return self.loss_aggregation
         return get_algorithm(self.algo).default_aggregation
 
+    def with_reward_wrappers(self, kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """``kwargs`` plus ``reward_wrappers`` (when configured and ``kwargs`` names none itself):
+        what ``envgym.make`` receives to build the environment with the configured wrappers."""
+        out = dict(kwargs)
+        if self.reward_wrappers and "reward_wrappers" not in out:
+            out["reward_wrappers"] = json_safe(self.reward_wrappers)  # a copy: the config stays as it is
+        return out
+
+    @property
+    def resolved_env_kwargs(self) -> dict[str, Any]:
+        """The training environment's ``envgym.make`` arguments: ``env_kwargs`` with the reward wrappers."""
+        return self.with_reward_wrappers(self.env_kwargs)
+
     @property
     def resolved_eval_env_kwargs(self) -> dict[str, Any]:
+        """The evaluation environment's ``envgym.make`` arguments: ``eval_env_kwargs`` (default
+        ``env_kwargs`` with ``split='test'``), with the reward wrappers."""
         if self.eval_env_kwargs is not None:
-            return dict(self.eval_env_kwargs)
-        return {**dict(self.env_kwargs), "split": "test"}
+            return self.with_reward_wrappers(self.eval_env_kwargs)
+        return self.with_reward_wrappers({**dict(self.env_kwargs), "split": "test"})
 
     def level_env(self, level: Any) -> tuple[str, dict[str, Any]]:
         """``(env_id, env_kwargs)`` of difficulty ``level``: a mapping of env arguments, another env
-        id (``namespace/Name-vN``), or a value of the ladder's ``kwarg``."""
+        id (``namespace/Name-vN``), or a value of the ladder's ``kwarg``; the kwargs carry the
+        reward wrappers (a level that sets ``reward_wrappers`` itself keeps its own)."""
         kwargs = dict(self.env_kwargs)
         if isinstance(level, Mapping):
-            return self.env_id, {**kwargs, **dict(level)}
+            return self.env_id, self.with_reward_wrappers({**kwargs, **dict(level)})
         if isinstance(level, str) and ENV_ID.match(level):
-            return level, kwargs
+            return level, self.with_reward_wrappers(kwargs)
         kwarg = (self.difficulty or {}).get("kwarg", "difficulty")
-        return self.env_id, {**kwargs, kwarg: level}
+        return self.env_id, self.with_reward_wrappers({**kwargs, kwarg: level})
 
     @property
     def out_dir(self) -> Path:
@@ -512,6 +540,39 @@ def _number(name: str, value: object, *, positive: bool = False, signed: bool = 
     if not ok:
         expected = "a number > 0" if positive else ("a finite number" if signed else "a number >= 0")
         raise ConfigError(f"{name} must be {expected}{' or None' if optional else ''}, got {value!r}.")
+
+
+def _check_reward_wrappers(config: TrainConfig) -> list[Any] | None:
+    """The reward wrapper specs as plain data, checked without an environment (names, option
+    names, rubric grammar; the values are checked when the trainer first makes the env)."""
+    specs = config.reward_wrappers
+    if specs is None:
+        return None
+    check_reward_wrappers(specs)  # RubricError, a ConfigError naming the spec
+    for name in ("env_kwargs", "eval_env_kwargs"):
+        if "reward_wrappers" in (getattr(config, name) or {}):
+            raise ConfigError(
+                f"reward_wrappers is set both as a setting and in {name}; give it once, as the reward_wrappers setting."
+            )
+    if not _plain_data(specs):
+        raise ConfigError(
+            f"reward_wrappers must be plain data (names, numbers, strings, lists, mappings) to be saved with the "
+            f"run and sent to worker processes, got {specs!r}."
+        )
+    return json_safe(specs)  # tuples to lists: what to_dict writes and from_dict reads back
+
+
+def _plain_data(value: Any) -> bool:
+    """Whether ``value`` is JSON data (tuples allowed): what a run folder can record and replay."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain_data(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_plain_data(v) for v in value)
+    return False
 
 
 def _check_horizon(stages: Any) -> tuple[tuple[int, int], ...] | None:

@@ -205,7 +205,7 @@ class Trainer:
     def _check_envs(self) -> None:
         """Fail on a bad id or bad environment arguments before any model loads."""
         cfg = self.config
-        variants = [(cfg.env_id, dict(cfg.env_kwargs))]
+        variants = [(cfg.env_id, cfg.resolved_env_kwargs)]
         if cfg.difficulty is not None:
             variants = [cfg.level_env(level) for level in cfg.difficulty["levels"]]
         if cfg.eval_every:
