@@ -17,7 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PERF = ROOT / "benchmarks" / "perf"
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parent / "support"
 
 sys.path.insert(0, str(TESTS))
 import cli_toy_envs as toys

@@ -9,7 +9,7 @@ Prints, for each difficulty preset (through ``envgym.make``, one process, one co
 * the distribution of optimal plan lengths per task type. Optimal lengths come from the
   privileged closed-form planner :func:`envgym.environments.household.planner.optimal_plan`
   (exhaustive over goal objects, target receptacles, appliances and lamps; checked against
-  breadth-first search in ``tests/test_household.py``). It reads the true world state, so it
+  breadth-first search in ``tests/environments/household/test_household.py``). It reads the true world state, so it
   is a reference for the report, not an agent.
 
 Usage::

@@ -1,6 +1,6 @@
 """The options several ``envgym`` commands share, each defined once.
 
-Three rules, checked over the whole command tree by ``tests/test_cli_options.py``:
+Three rules, checked over the whole command tree by ``tests/cli/test_cli_options.py``:
 
 * **One meaning per short flag** in every command: ``-a`` agent, ``-b`` backend, ``-f`` family,
   ``-g`` group size, ``-k`` environment kwargs, ``-n`` episodes, ``-o`` output path, ``-O`` agent

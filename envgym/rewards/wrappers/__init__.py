@@ -38,7 +38,7 @@ Components (default names; pass ``name=`` to rename):
 Anti-hacking by construction: every per-step component is either non-positive (format, invalid
 action, step cost), paid at most once per episode (outcome, verifier on the terminal step),
 telescoping (shaping: the episode total does not depend on how the agent got there) or capped per episode and never paid for repeated or goal-echoing text (meta-reasoning).
-``tests/test_rewards_wrappers.py`` checks each against adversarial policies.
+``tests/rewards/test_rewards_wrappers.py`` checks each against adversarial policies.
 
 Every wrapper can be named in config: :func:`wrap_rewards` (:mod:`~envgym.rewards.wrappers.spec`)
 stacks them from a list of ``{name: {options}}`` specs. IGPO's information-gain hook, which needs a

@@ -408,7 +408,7 @@ def test_regrade_hook_for_environments_that_cannot_be_replayed_step_by_step() ->
 
 def test_published_schema_describes_real_bundles(bundles: dict[str, Bundle]) -> None:
     jsonschema = pytest.importorskip("jsonschema")
-    schema = json.loads((Path(__file__).resolve().parents[1] / "leaderboards" / "schema.json").read_text())
+    schema = json.loads((Path(__file__).resolve().parents[2] / "leaderboards" / "schema.json").read_text())
     jsonschema.Draft202012Validator.check_schema(schema)
     validator = jsonschema.Draft202012Validator(schema)
     for bundle in bundles.values():

@@ -32,7 +32,7 @@ from envgym.rollout import (
     run_episodes,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 TRAP = "envgymtest/Trap-v0"
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from support.fake_judge import FakeJudgeBackend
+from fake_judge import FakeJudgeBackend
 
 from envgym.errors import ConfigError
 from envgym.rewards.verifiers import (

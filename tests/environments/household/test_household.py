@@ -629,7 +629,7 @@ def test_perf_script_runs_and_reports(tmp_path) -> None:
     import sys
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "perf" / "household.py"
+    script = Path(__file__).resolve().parents[3] / "benchmarks" / "perf" / "household.py"
     args = ["--episodes", "12", "--resets", "5", "--steps", "200", "--difficulty", "easy", "--json"]
     proc = subprocess.run(
         [sys.executable, str(script), *args], check=False, capture_output=True, text=True, timeout=120

@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "support"))
 import pool_toy_envs as toys
 
 from envgym.errors import ConfigError, EnvgymError, UnknownEnvError
@@ -39,8 +39,8 @@ from envgym.rollout.pools import (
     make_pool,
 )
 
-TESTS = Path(__file__).resolve().parent
-ROOT = TESTS.parent
+SUPPORT = Path(__file__).resolve().parents[1] / "support"
+ROOT = SUPPORT.parents[1]
 CRASH = toys.CRASH_ID
 
 
@@ -425,7 +425,7 @@ _PARENT = textwrap.dedent(
 
 def _start_parent(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
     script = tmp_path / "parent.py"
-    script.write_text(_PARENT.format(tests=str(TESTS)))
+    script.write_text(_PARENT.format(tests=str(SUPPORT)))
     proc = subprocess.Popen(
         [sys.executable, str(script)],
         stdout=subprocess.PIPE,

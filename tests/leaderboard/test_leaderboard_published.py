@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("sqlalchemy")
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "leaderboards"
 SUITE_ID = "core-v1"
 AGENTS = {"random", "oracle", "hf:smollm2"}
