@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from envgym import rubric as _rubric
 from envgym._imports import lazy_exports
 from envgym.rewards.metrics import component_metrics, episode_totals, metric_key
 from envgym.rewards.wrappers import (
@@ -55,40 +56,7 @@ from envgym.rewards.wrappers import (
     build_reward_wrapper,
     wrap_rewards,
 )
-from envgym.rubric import (
-    OPERATORS,
-    REWARD_CONTEXT_FIELDS,
-    WRAPPER_CONTEXT_FIELDS,
-    AllOf,
-    AnyOf,
-    AtEnd,
-    Clip,
-    Compare,
-    Condition,
-    Const,
-    ContextValue,
-    Flag,
-    FunctionRubric,
-    Gate,
-    Inner,
-    Lexicographic,
-    Not,
-    Product,
-    Rubric,
-    RubricError,
-    RubricSpec,
-    StepContext,
-    StepRecord,
-    Sum,
-    Term,
-    TextMatches,
-    WeightedSum,
-    as_rubric,
-    build_condition,
-    build_rubric,
-    dump_rubric,
-    load_rubric,
-)
+from envgym.rubric import *  # the rubric language, re-exported whole (its __all__)
 
 #: Contributed names that lived here before; they load from :mod:`envgym.contrib.rewards`.
 _MOVED_TO_CONTRIB = ("InfoGainHook", "InfoGainQuery", "answer_probability", "information_gain")
@@ -125,51 +93,20 @@ __getattr__, __dir__, _lazy = lazy_exports(
 
 __all__ = sorted(  # noqa: PLE0605 - one list: the eager names and the lazy ones
     {name for name in _lazy if name not in _MOVED_TO_CONTRIB}
+    | set(_rubric.__all__)
     | {
-        "OPERATORS",
-        "REWARD_CONTEXT_FIELDS",
         "REWARD_WRAPPERS",
-        "WRAPPER_CONTEXT_FIELDS",
-        "AllOf",
-        "AnyOf",
         "ApplyRubric",
-        "AtEnd",
-        "Clip",
-        "Compare",
-        "Condition",
-        "Const",
-        "ContextValue",
-        "Flag",
         "FormatReward",
-        "FunctionRubric",
-        "Gate",
-        "Inner",
         "InvalidActionPenalty",
-        "Lexicographic",
         "MetaReasoningReward",
-        "Not",
         "OutcomeReward",
-        "Product",
         "ProgressShaping",
-        "Rubric",
-        "RubricError",
-        "RubricSpec",
-        "StepContext",
         "StepCost",
-        "StepRecord",
-        "Sum",
-        "Term",
-        "TextMatches",
         "VerifierReward",
-        "WeightedSum",
-        "as_rubric",
-        "build_condition",
         "build_reward_wrapper",
-        "build_rubric",
         "component_metrics",
-        "dump_rubric",
         "episode_totals",
-        "load_rubric",
         "metric_key",
         "wrap_rewards",
     }

@@ -6,8 +6,9 @@
   the live policy; the records go to ``<run>/rollouts/update-NNNNNN[-refillK][/rank-R]``.
 - :func:`play_evaluation`: greedy evaluation on the held-out split (``<run>/eval/update-NNNNNN``).
 
-Both play environments made with the config's ``reward_wrappers`` (in each task's
-``env_kwargs``, which :func:`envgym.registration.make` applies in whichever process steps them).
+Both play environments made with the config's ``reward_wrappers``: :class:`TrainConfig` puts them
+into the env kwargs it resolves, and :func:`envgym.registration.make` applies them in whichever
+process steps the env.
 - :func:`flat_groups`: the groups dynamic sampling drops (all returns equal).
 - :class:`StopCheck`: ends a rollout at the next agent call once a stop is requested.
 - :func:`light`: a trajectory cut down to what the episode metrics read (sent between ranks).
@@ -135,20 +136,10 @@ def rollout_folder(out: Path, update: int, round_: int, rank: int | None = None)
 
 
 def episode_tasks(
-    seeds: Sequence[int],
-    env: tuple[str, Mapping[str, Any]],
-    max_turns: int | None,
-    group_size: int,
-    *,
-    reward_wrappers: Sequence[Any] | None = None,
+    seeds: Sequence[int], env: tuple[str, Mapping[str, Any]], max_turns: int | None, group_size: int
 ) -> list[EpisodeTask]:
-    """``group_size`` episodes of each of ``seeds`` (sorted; group ``g`` is the ``g``-th seed).
-
-    ``reward_wrappers`` (:attr:`TrainConfig.reward_wrappers`) go into every task's ``env_kwargs``
-    unless ``env``'s kwargs already name some (a difficulty level's own)."""
+    """``group_size`` episodes of each of ``seeds`` (sorted; group ``g`` is the ``g``-th seed)."""
     env_id, env_kwargs = env
-    if reward_wrappers and "reward_wrappers" not in env_kwargs:
-        env_kwargs = {**env_kwargs, "reward_wrappers": list(reward_wrappers)}
     return [
         EpisodeTask(env_id, seed, env_kwargs, group=group, member=member, max_turns=max_turns)
         for group, seed in enumerate(sorted(seeds))
@@ -169,7 +160,8 @@ def play_rollout(
     event: Callable[[str], None] = lambda message: None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each of ``seeds`` with the live policy (``generation``),
-    all in one harness run recorded in ``folder``, in ``env`` with the config's reward wrappers.
+    all in one harness run recorded in ``folder``, in ``env`` (``(env_id, env_kwargs)``, reward
+    wrappers included: :meth:`RunState.env`, :attr:`TrainConfig.resolved_env_kwargs`).
     With ``stop``, a stop request ends the rollout with :class:`~envgym.errors.StopRun`."""
     cfg = config
     agent: Agent = generation.agent(
@@ -181,7 +173,7 @@ def play_rollout(
     shown = ", ".join(f"{r[0]}..{r[-1]}" if len(r) > 1 else str(r[0]) for r in runs)
     event(f"update {update}: rollout of {len(seeds) * cfg.group_size} episodes (seeds {shown})")
     # One task list, one harness run: the whole update's episodes share the generation batches.
-    tasks = episode_tasks(seeds, env, max_turns, cfg.group_size, reward_wrappers=cfg.reward_wrappers)
+    tasks = episode_tasks(seeds, env, max_turns, cfg.group_size)
     run_config = RunConfig(
         agent_options={"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens},
         tasks=tasks,

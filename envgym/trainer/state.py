@@ -105,7 +105,7 @@ class RunState:
         """The env id and arguments of this update's rollouts (the difficulty ladder's level)."""
         if self.ladder is not None:
             return self.config.level_env(self.ladder.current)
-        return self.config.env_id, dict(self.config.env_kwargs)
+        return self.config.env_id, self.config.resolved_env_kwargs
 
     def filter_tasks(self, update: int) -> dict[str, Any]:
         """Drop the pool tasks the filter retired, keeping at least ``groups_per_update`` active;

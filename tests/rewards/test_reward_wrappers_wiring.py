@@ -27,6 +27,7 @@ from envgym.rollout import load_trajectories, make_agent, make_pool
 from envgym.rollout.pools import ResetRequest, StepRequest, StepResult
 from envgym.trainer.config import TrainConfig
 from envgym.trainer.rollout import episode_tasks, play_evaluation, play_rollout
+from envgym.trainer.state import RunState
 
 #: Sokoban (a TextEnv) already emits step_cost_reward: the wrapper adds a differently named cost.
 TIME_PENALTY = [{"step_cost": {"cost": -0.05, "name": "time_penalty_reward"}}]
@@ -214,13 +215,14 @@ def test_train_config_file_accepts_reward_wrappers(tmp_path: Path) -> None:
 
 
 def test_trainer_tasks_carry_the_wrappers() -> None:
-    tasks = episode_tasks([4, 2], ("envgym/FrozenLake-v0", {"max_turns": 5}), 3, 2, reward_wrappers=TIME_PENALTY)
+    config = TrainConfig(env_id="envgym/FrozenLake-v0", env_kwargs={"max_turns": 5}, reward_wrappers=TIME_PENALTY)
+    env = RunState.fresh(config).env()
+    tasks = episode_tasks([4, 2], env, 3, 2)
     assert [(t.seed, t.group, t.member) for t in tasks] == [(2, 0, 0), (2, 0, 1), (4, 1, 0), (4, 1, 1)]
     assert all(t.env_kwargs == {"max_turns": 5, "reward_wrappers": TIME_PENALTY} for t in tasks)
     # A difficulty level that names its own wrappers keeps them.
-    own = episode_tasks([1], ("envgym/FrozenLake-v0", {"reward_wrappers": []}), None, 1, reward_wrappers=TIME_PENALTY)
-    assert own[0].env_kwargs == {"reward_wrappers": []}
-    assert episode_tasks([1], ("envgym/FrozenLake-v0", {}), None, 1)[0].env_kwargs == {}
+    assert config.level_env({"reward_wrappers": []})[1] == {"max_turns": 5, "reward_wrappers": []}
+    assert RunState.fresh(TrainConfig(env_id="envgym/FrozenLake-v0")).env() == ("envgym/FrozenLake-v0", {})
 
 
 class RandomPolicy:
@@ -245,7 +247,7 @@ def test_trainer_rollout_and_evaluation_play_wrapped_environments(tmp_path: Path
         RandomPolicy(),
         update=1,
         seeds=[0, 1],
-        env=(config.env_id, dict(config.env_kwargs)),
+        env=(config.env_id, config.resolved_env_kwargs),
         max_turns=3,
         folder=tmp_path / "rollout",
     )
