@@ -40,6 +40,15 @@ fi
 # shellcheck source=scripts/_agents.sh
 source scripts/_agents.sh
 
+# Wall time of each phase, printed as a table at the end.
+PHASES=()
+phase() {  # phase NAME COMMAND...: run COMMAND, record its wall time under NAME
+  local name=$1 start=$SECONDS
+  shift
+  "$@"
+  PHASES+=("$(printf '%-46s %6d' "$name" $((SECONDS - start)))")
+}
+
 job_start=$SECONDS
 n=0
 for spec in "${AGENTS[@]}"; do
@@ -47,17 +56,21 @@ for spec in "${AGENTS[@]}"; do
   out="$RUNS/$SUITE/$(slug "$spec")"
   echo
   echo "== [$n/${#AGENTS[@]}] $SUITE with $spec -> $out"
-  start=$SECONDS
-  "$EG" bench run "$SUITE" --agent "$spec" --out "$out"
-  echo "   ($((SECONDS - start)) s)"
+  # Every entry of the suite plays at once: one batched agent call per turn across all episodes.
+  phase "bench run $SUITE, $spec" "$EG" bench run "$SUITE" --agent "$spec" --out "$out"
   # The scores table of the submission repeats the run's: keep the one-line verdict (stderr) only.
-  "$EG" leaderboard submit "$out" --db "$DB" --name "$(agent_name "$spec")" --meta "$(agent_meta "$spec")" >/dev/null
+  phase "submit (verified by replay), $spec" "$EG" leaderboard submit "$out" --db "$DB" \
+    --name "$(agent_name "$spec")" --meta "$(agent_meta "$spec")" >/dev/null
 done
 
 echo
 echo "== leaderboard $SUITE ($DB)"
-"$EG" leaderboard list --db "$DB" --suite "$SUITE"
-"$EG" leaderboard export "$RUNS/site" --db "$DB"
+phase "leaderboard list" "$EG" leaderboard list --db "$DB" --suite "$SUITE"
+phase "leaderboard static pages" "$EG" leaderboard export "$RUNS/site" --db "$DB"
+echo
+echo "== wall time per phase (s); load average now: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
+printf '%s\n' "${PHASES[@]}"
+printf '%-46s %6d\n' "main job (install not counted)" $((SECONDS - job_start))
 cat <<EOF
 
 main job done in $((SECONDS - job_start)) s (install not counted).

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 #: Layer of each envgym module (lower imports nothing above it).
 LAYERS: dict[str, int] = {
     "envgym.errors": 0,
+    "envgym.progress": 0,  # the live progress line: a leaf that runner, bench, trainer and CLI all feed
     "envgym.spaces": 1,
     "envgym.rubric": 1,
     "envgym.core": 2,

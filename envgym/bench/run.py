@@ -39,6 +39,7 @@ import yaml
 
 from envgym import __version__
 from envgym._clock import utc_now
+from envgym._folderlock import LOCK_FILE, FolderLock
 from envgym.bench.metrics import compute_results
 from envgym.bench.suite import Suite, load_suite, parse_suite
 from envgym.errors import ConfigError
@@ -263,7 +264,7 @@ def run_suite(
     agent_options: Mapping[str, Any] | None = None,
     trials: int | None = None,
     out: str | os.PathLike[str] | None = None,
-    num_envs: int = 8,
+    num_envs: int | None = None,
     backend: str = "inproc",
     workers: int = 1,
     mode: str = "lockstep",
@@ -275,6 +276,7 @@ def run_suite(
     on_entry: Callable[[str, int, int], None] | None = None,
     on_episode_end: Callable[[str, Trajectory], None] | None = None,
     on_turns: Callable[[int], None] | None = None,
+    on_progress: Callable[..., None] | None = None,
 ) -> BenchRun:
     """Run every entry of ``suite`` with ``agent`` and write the bench run folder.
 
@@ -291,6 +293,8 @@ def run_suite(
         on_entry: called as ``on_entry(entry name, episodes to play now, episodes in the entry)``.
         on_episode_end: called with the entry name and every episode recorded.
         on_turns: called with the number of turns just played.
+        on_progress: the runner's progress hook (:class:`envgym.rollout.Runner`), over the
+            episodes still to play (those already recorded are not in its ``total``).
 
     Returns the :class:`BenchRun` (``results.json`` written).
 
@@ -316,9 +320,44 @@ def run_suite(
         "agent_timeout_s": agent_timeout_s,
     }
     # Validate the harness settings once, before any folder is touched.
-    RunConfig(env_id=suite.entries[0].env, agent=agent, **harness)
-    prompt = suite.prompt_config  # the suite's prompt block: every entry, every agent
+    RunConfig(env_id=suite.entries[0].env, agent=agent, agent_options=options, **harness)
     folder = Path(out) if out is not None else default_out(suite, agent)
+    if folder.is_dir() and not (folder / BENCH_FILE).exists() and any(p.name != LOCK_FILE for p in folder.iterdir()):
+        raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
+    # One process at a time writes a bench run folder (a second one stops here, naming the first);
+    # the lock goes when this returns or the process dies, so a killed run resumes.
+    with FolderLock(folder, "bench run folder"):
+        return _play_suite(
+            suite,
+            agent,
+            options,
+            k,
+            harness,
+            folder,
+            agent_object=agent_object,
+            on_entry=on_entry,
+            on_episode_end=on_episode_end,
+            on_turns=on_turns,
+            on_progress=on_progress,
+        )
+
+
+def _play_suite(
+    suite: Suite,
+    agent: str,
+    options: dict[str, Any],
+    k: int,
+    harness: dict[str, Any],
+    folder: Path,
+    *,
+    agent_object: Any,
+    on_entry: Callable[[str, int, int], None] | None,
+    on_episode_end: Callable[[str, Trajectory], None] | None,
+    on_turns: Callable[[int], None] | None,
+    on_progress: Callable[..., None] | None = None,
+) -> BenchRun:
+    """The body of :func:`run_suite` once ``folder`` is locked."""
+    prompt = suite.prompt_config  # the suite's prompt block: every entry, every agent
     commit = git_commit()
     meta: dict[str, Any] = {
         "format": BENCH_FORMAT,
@@ -346,7 +385,7 @@ def run_suite(
             )
         meta["created"] = old.get("created", meta["created"])
         meta["resumed"] = utc_now().isoformat(timespec="seconds")
-    elif folder.exists() and any(folder.iterdir()):
+    elif folder.exists() and any(p.name != LOCK_FILE for p in folder.iterdir()):
         raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
 
     def recorded(entry_dir: Path, total: int) -> int:
@@ -421,7 +460,7 @@ def run_suite(
             config = RunConfig(agent=agent, agent_options=options, tasks=tasks, prompt=prompt, **harness)
             agent_obj = agent_object if agent_object is not None else make_agent(agent, seed=0, **options)
             try:
-                Runner(config, agent_obj, on_task_end=file_episode, on_turns=on_turns).run()
+                Runner(config, agent_obj, on_task_end=file_episode, on_turns=on_turns, on_progress=on_progress).run()
             finally:
                 if agent_object is None:
                     agent_obj.close()

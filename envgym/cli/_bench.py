@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -32,14 +31,17 @@ from envgym.cli._options import (
     JsonOption,
     MaxRetriesOption,
     ModeOption,
+    NoProgressOption,
     NumEnvsOption,
+    StepTimeoutOption,
     WorkersOption,
     agent_option,
     out_option,
 )
-from envgym.cli._run import _run_progress
+from envgym.cli._run import _note, _tally
 from envgym.cli.agents import check_agent_spec
 from envgym.errors import StopRun
+from envgym.progress import Progress as LiveProgress
 
 __all__ = ["bench_app"]
 
@@ -138,13 +140,15 @@ def run_command(
         out_option("Run folder (default runs/bench/SUITE/AGENT-UTCTIME); re-run to resume.", short=False),
     ] = None,
     agent_options: AgentOptionsOption = None,
-    num_envs: NumEnvsOption = 8,
+    num_envs: NumEnvsOption = None,
     workers: WorkersOption = 1,
     backend: BackendOption = "inproc",
     mode: ModeOption = "lockstep",
     max_retries: MaxRetriesOption = 2,
     episode_timeout: EpisodeTimeoutOption = None,
+    step_timeout: StepTimeoutOption = None,
     agent_timeout: AgentTimeoutOption = None,
+    no_progress: NoProgressOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Run a benchmark suite with an agent: every entry through the rollout harness.
@@ -152,7 +156,8 @@ def run_command(
     Writes DIR/bench.json, DIR/suite.yaml, one harness run folder per entry in DIR/entries/ and
     DIR/results.json (metrics with 95% bootstrap CIs), and prints the results table (with --json,
     results.json). Running the same command with the same --out resumes; a changed suite, agent
-    or --trials is refused.
+    or --trials is refused. Live progress (episodes of the whole suite, live episodes, turns,
+    tokens/s, ETA) goes to stderr: one line on a terminal, a plain line every 10 s otherwise.
     """
     check_agent_spec(agent)
     if trials is not None and trials < 1:
@@ -163,42 +168,25 @@ def run_command(
     folder = Path(out) if out is not None else default_out(loaded, agent)
     total = sum(e.episodes for e in loaded.entries) * k
     console = err_console()
-    counts = {"ended": 0, "success": 0, "errors": 0, "turns": 0}
-    started = time.perf_counter()
-    plain = not console.is_terminal  # no progress bar: one line per entry instead (logs, CI, scripts)
-    current: dict[str, Any] = {}
+    counts = {"ended": 0, "success": 0, "errors": 0}
+    recorded = {"episodes": 0}  # already in the folder (a resumed run): counted as done
+    display = LiveProgress(enabled=False if no_progress else None)
+    label = f"{loaded.id} · {agent}"
+    display.start(label, total)
 
-    def entry_done() -> None:
-        if plain and current.get("todo"):
-            seconds = time.perf_counter() - current["t0"]
-            console.print(f"  {current['name']}: {current['todo']} episode(s) in {seconds:.1f} s", highlight=False)
+    def on_entry(name: str, todo: int, entry_total: int) -> None:
+        recorded["episodes"] += entry_total - todo
+        # entries are all set up before any episode plays: what is recorded is not this session's work
+        display.start(label, total, done=recorded["episodes"])
+        if not todo and display.enabled:
+            display.clear()
+            console.print(f"  {name}: all {entry_total} episode(s) already recorded", highlight=False)
 
-    with _run_progress(console) as progress:
-        task = progress.add_task(f"{loaded.id} · {agent}", total=total, success="-", errors=0, turns_per_s="-")
+    def on_progress(*, done: int, total: int, **rest: int) -> None:
+        # the runner counts the episodes still to play; the display counts the whole suite
+        display.update(done=recorded["episodes"] + done, note=_note(counts), **rest)
 
-        def on_entry(name: str, todo: int, entry_total: int) -> None:
-            progress.update(task, description=f"{loaded.id} · {agent} · {name}")
-            progress.advance(task, entry_total - todo)  # episodes already recorded (resume)
-            entry_done()
-            current.update(name=name, todo=todo, t0=time.perf_counter())
-            if plain and not todo:
-                console.print(f"  {name}: all {entry_total} episode(s) already recorded", highlight=False)
-
-        def on_episode_end(_name: str, t: Any) -> None:
-            counts["ended"] += 1
-            if t.scored:
-                counts["success"] += bool(t.success)
-            else:
-                counts["errors"] += 1
-            scored = counts["ended"] - counts["errors"]
-            rate = f"{counts['success'] / scored:.0%}" if scored else "-"
-            progress.update(task, advance=1, success=rate, errors=counts["errors"])
-
-        def on_turns(n: int) -> None:
-            counts["turns"] += n
-            elapsed = time.perf_counter() - started
-            progress.update(task, turns_per_s=f"{counts['turns'] / elapsed:.0f}" if elapsed > 0 else "-")
-
+    try:
         try:
             run = run_suite(
                 loaded,
@@ -212,22 +200,24 @@ def run_command(
                 mode=mode,
                 max_retries=max_retries,
                 episode_timeout_s=episode_timeout,
+                step_timeout_s=step_timeout,
                 agent_timeout_s=agent_timeout,
                 on_entry=on_entry,
-                on_episode_end=on_episode_end,
-                on_turns=on_turns,
+                on_episode_end=lambda _name, t: _tally(counts, t),
+                on_progress=on_progress,
             )
-        except (KeyboardInterrupt, StopRun) as err:
-            progress.stop()
-            what = "stopped" if isinstance(err, StopRun) else "interrupted"
-            again = f"envgym bench run {suite} --agent {agent} --out {folder}"
-            console.print(
-                f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded in {escape(str(folder))}; "
-                f"resume with: {escape(again)}",
-                soft_wrap=True,
-            )
-            raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
-    entry_done()
+        finally:
+            display.finish()
+            display.close()
+    except (KeyboardInterrupt, StopRun) as err:
+        what = "stopped" if isinstance(err, StopRun) else "interrupted"
+        again = f"envgym bench run {suite} --agent {agent} --out {folder}"
+        console.print(
+            f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded in {escape(str(folder))}; "
+            f"resume with: {escape(again)}",
+            soft_wrap=True,
+        )
+        raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
     results = run.results()
     if as_json:
         echo_json({**results, "out": str(folder)})

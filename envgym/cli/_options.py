@@ -44,6 +44,7 @@ __all__ = [
     "MaxRetriesOption",
     "MaxTurnsOption",
     "ModeOption",
+    "NoProgressOption",
     "NumEnvsOption",
     "ReplyTokensOption",
     "SeedOption",
@@ -103,7 +104,7 @@ GroupSizeOption = Annotated[int, typer.Option("--group-size", "-g", help=_run("g
 MaxTurnsOption = Annotated[int | None, typer.Option("--max-turns", help=_run("max_turns"))]
 
 # -- where and how it runs ------------------------------------------------------------------------
-NumEnvsOption = Annotated[int, typer.Option("--num-envs", help=_run("num_envs"))]
+NumEnvsOption = Annotated[int | None, typer.Option("--num-envs", help=_run("num_envs"), show_default=False)]
 WorkersOption = Annotated[int, typer.Option("--workers", "-w", help=_run("workers"))]
 BackendOption = Annotated[str, typer.Option("--backend", "-b", help=_run("backend"))]
 ModeOption = Annotated[str, typer.Option("--mode", help=_run("mode"))]
@@ -148,6 +149,14 @@ DbOption = Annotated[
 
 # -- output ---------------------------------------------------------------------------------------
 JsonOption = Annotated[bool, typer.Option("--json", help="Print the result as one JSON document on stdout.")]
+NoProgressOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-progress",
+        help="No live progress on stderr (by default: episodes, live episodes, turns, tokens/s and ETA, one line "
+        "rewritten on a terminal, a plain line every 10 s otherwise). ENVGYM_PROGRESS=0 does the same.",
+    ),
+]
 
 
 def out_option(help: str, *, short: bool = True) -> Any:

@@ -1,7 +1,14 @@
-"""``envgym run`` and ``envgym run-all``: run agents over environments and report the results."""
+"""``envgym run`` and ``envgym run-all``: run agents over environments and report the results.
+
+``envgym run`` shows live progress on stderr (:mod:`envgym.progress`): episodes done of the total,
+live episodes, turns, the agent's tokens/s, success so far and an ETA; one line rewritten on a
+terminal, a plain line every 10 s and a final one otherwise (``--no-progress`` or
+``ENVGYM_PROGRESS=0``: none).
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -9,14 +16,6 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -48,6 +47,7 @@ from envgym.cli._options import (
     MaxRetriesOption,
     MaxTurnsOption,
     ModeOption,
+    NoProgressOption,
     NumEnvsOption,
     ReplyTokensOption,
     SeedOption,
@@ -61,9 +61,12 @@ from envgym.cli._options import (
 )
 from envgym.cli.agents import check_agent_spec, parse_agent_spec
 from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
+from envgym.progress import Progress as LiveProgress
 from envgym.registration import list_envs
-from envgym.rollout import PromptConfig, RunConfig, Runner
+from envgym.rollout import EpisodeTask, PromptConfig, RunConfig, Runner
 from envgym.rollout.records import episode_record
+from envgym.rollout.summary import summarize
+from envgym.rollout.tasks import default_tasks
 
 __all__ = ["run_all_command", "run_command", "run_one"]
 
@@ -138,31 +141,37 @@ def _print_run(summary: dict[str, Any]) -> None:
     console.print(table)
 
 
-def _run_progress(console: Any) -> Any:
-    return Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("success {task.fields[success]}"),
-        TextColumn("errors {task.fields[errors]}"),
-        TextColumn("{task.fields[turns_per_s]} turns/s"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        disable=not console.is_terminal,
-    )
+def _tally(counts: dict[str, int], trajectory: Any) -> None:
+    """Count an ended episode: successes among the scored ones, infrastructure errors apart."""
+    counts["ended"] += 1
+    if trajectory.scored:
+        counts["success"] += bool(trajectory.success)
+    else:
+        counts["errors"] += 1
+
+
+def _note(counts: dict[str, int]) -> str:
+    """``success 40%`` (of this session's scored episodes) and the infrastructure errors, if any."""
+    scored = counts["ended"] - counts["errors"]
+    text = f"success {counts['success'] / scored:.0%}" if scored else "success -"
+    return text + (f"  errors {counts['errors']}" if counts["errors"] else "")
 
 
 @handle_errors
 def run_command(
-    env_id: Annotated[str, typer.Argument(metavar="ID|all", help="Environment id, or 'all' (same as run-all).")],
+    env_ids: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="ID... | all",
+            help="Environment id(s); several ids play in one lock-step batch (--episodes each). 'all': as run-all.",
+            show_default=False,
+        ),
+    ],
     agent: Annotated[str | None, agent_option("random; with 'all': oracle and random")] = None,
     episodes: EpisodesOption = 10,
     seed: SeedOption = 0,
     kwargs: EnvKwargsOption = None,
-    num_envs: NumEnvsOption = 8,
+    num_envs: NumEnvsOption = None,
     workers: WorkersOption = 1,
     backend: BackendOption = "inproc",
     mode: ModeOption = "lockstep",
@@ -183,15 +192,21 @@ def run_command(
         out_option("Run folder: records written as each episode ends; re-run to resume.", short=False),
     ] = None,
     per_episode: Annotated[bool, typer.Option("--per-episode", help="With --json: include every episode.")] = False,
+    no_progress: NoProgressOption = False,
     as_json: JsonOption = False,
 ) -> None:
-    """Run an agent for some episodes of an environment and print a results table.
+    """Run an agent for some episodes of one or more environments and print a results table.
+
+    Several ids play together: one task list, one lock-step batch of agent calls per turn across
+    the episodes of every id (a batched model answers them all at once), one table per id.
 
     With --out DIR every episode is written to DIR/episodes.jsonl the moment it ends, with the
     resolved configuration, package versions and git commit; running the same command again
     resumes (finished episodes are skipped; a changed configuration is refused).
     """
-    if env_id == "all":
+    if "all" in env_ids:
+        if len(env_ids) > 1:
+            fail("'all' runs every environment; give it alone, or name the ids to run.", EXIT_USAGE)
         if kwargs:
             fail("--kwargs applies to one environment; it cannot be used with 'all'.", EXIT_USAGE)
         _run_all(
@@ -204,17 +219,24 @@ def run_command(
         )
         return
     _check_positive("--episodes", episodes)
-    _check_positive("--num-envs", num_envs)
+    if num_envs is not None:
+        _check_positive("--num-envs", num_envs)
     env_kwargs = parse_kwargs(kwargs)
+    if kwargs and len(env_ids) > 1:
+        fail("--kwargs applies to one environment; run the ids one at a time to give each its own.", EXIT_USAGE)
     options = parse_kwargs(agent_options, flag="--agent-option")
-    spec = select_spec(env_id, None, allowed=("gymnasium",))
+    ids = [select_spec(env_id, None, allowed=("gymnasium",)).id for env_id in env_ids]
+    if len(set(ids)) < len(ids):
+        fail(f"each id once, please: {' '.join(env_ids)} names one twice.", EXIT_USAGE)
+    label = ids[0] if len(ids) == 1 else f"{len(ids)} environments"
     agent_spec = agent or "random"
     check_agent_spec(agent_spec)  # a typo fails before any environment or model loads
     config = RunConfig(
-        env_id=spec.id,
+        env_id=ids[0],
+        tasks=_several_ids_tasks(ids, episodes, seed, group_size) if len(ids) > 1 else None,
         agent=agent_spec,
         agent_options=options,
-        episodes=episodes,
+        episodes=episodes if len(ids) == 1 else None,
         seed=seed,
         group_size=group_size,
         env_kwargs=env_kwargs,
@@ -236,48 +258,69 @@ def run_command(
         ),
     )
     console = err_console()
-    counts = {"ended": 0, "success": 0, "errors": 0, "turns": 0}
-    started = time.perf_counter()
-    with _run_progress(console) as progress:
-        task = progress.add_task(f"{spec.id} · {agent_spec}", total=episodes, success="-", errors=0, turns_per_s="-")
-
-        def on_turns(n: int) -> None:
-            counts["turns"] += n
-            elapsed = time.perf_counter() - started
-            progress.update(task, turns_per_s=f"{counts['turns'] / elapsed:.0f}" if elapsed > 0 else "-")
-
-        def on_episode_end(t: Any) -> None:
-            counts["ended"] += 1
-            if t.scored:
-                counts["success"] += bool(t.success)
-            else:
-                counts["errors"] += 1
-            scored = counts["ended"] - counts["errors"]
-            rate = f"{counts['success'] / scored:.0%}" if scored else "-"
-            progress.update(task, advance=1, success=rate, errors=counts["errors"])
-
-        runner = Runner(config, out=out, on_episode_end=on_episode_end, on_turns=on_turns)
+    counts = {"ended": 0, "success": 0, "errors": 0}
+    display = LiveProgress(enabled=False if no_progress else None)
+    display.start(f"{label} · {agent_spec}", episodes * len(ids))
+    runner = Runner(
+        config,
+        out=out,
+        on_episode_end=lambda t: _tally(counts, t),
+        on_progress=lambda **c: display.update(note=_note(counts), **c),
+    )
+    try:
         try:
             result = runner.run()
-        except (KeyboardInterrupt, StopRun) as err:
-            progress.stop()
-            where = (
-                f" in {out}; run the same command again to resume" if out else " (not saved: use --out DIR to resume)"
-            )
-            what = "stopped" if isinstance(err, StopRun) else "interrupted"
-            console.print(f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded{escape(where)}.", soft_wrap=True)
-            raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
-    summary = {**result.summary, "kwargs": dict(env_kwargs), "config": config.to_dict()}
-    if out is not None:
-        summary["out"] = str(out)
-    if as_json:
-        if per_episode:
-            summary["per_episode"] = [episode_record(t, turns=False) for t in result.trajectories]
-        echo_json(summary)
-    else:
-        _print_run(summary)
+        finally:
+            display.finish()
+            display.close()
+    except (KeyboardInterrupt, StopRun) as err:
+        where = f" in {out}; run the same command again to resume" if out else " (not saved: use --out DIR to resume)"
+        what = "stopped" if isinstance(err, StopRun) else "interrupted"
+        console.print(f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded{escape(where)}.", soft_wrap=True)
+        raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
+    if len(ids) == 1:
+        summary = {**result.summary, "kwargs": dict(env_kwargs), "config": config.to_dict()}
         if out is not None:
-            out_console().print(f"records: {escape(str(Path(out) / 'episodes.jsonl'))}")
+            summary["out"] = str(out)
+        if as_json:
+            if per_episode:
+                summary["per_episode"] = [episode_record(t, turns=False) for t in result.trajectories]
+            echo_json(summary)
+        else:
+            _print_run(summary)
+    else:
+        wall = result.summary["wall_time_s"]
+        summaries = []
+        for env_id in ids:
+            mine = [t for t in result.trajectories if t.env_id == env_id]
+            summaries.append(
+                {"env_id": env_id, "agent": result.summary["agent"], "seed": seed, **summarize(mine, wall)}
+            )
+        if as_json:
+            document: dict[str, Any] = {"runs": summaries, "combined": result.summary, "config": config.to_dict()}
+            if out is not None:
+                document["out"] = str(out)
+            if per_episode:
+                document["per_episode"] = [episode_record(t, turns=False) for t in result.trajectories]
+            echo_json(document)
+        else:
+            for summary in summaries:
+                _print_run(summary)
+    if out is not None and not as_json:
+        out_console().print(f"records: {escape(str(Path(out) / 'episodes.jsonl'))}")
+
+
+def _several_ids_tasks(ids: Sequence[str], episodes: int, seed: int, group_size: int) -> list[EpisodeTask]:
+    """One task list over ``ids``: each plays ``episodes`` episodes from ``seed`` as a run of it
+    alone would (same seeds, groups and members), tagged with its id and numbered apart."""
+    if episodes % group_size:
+        fail(f"--episodes ({episodes}) must be a multiple of --group-size ({group_size}).", EXIT_USAGE)
+    tasks = []
+    for j, env_id in enumerate(ids):
+        for task in default_tasks(env_id, episodes=episodes, seed=seed, group_size=group_size):
+            number = j * episodes + task.group * group_size + task.member
+            tasks.append(dataclasses.replace(task, index=number, tag=env_id.rsplit("/", 1)[-1]))
+    return tasks
 
 
 def _run_all(

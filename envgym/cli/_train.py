@@ -1,5 +1,9 @@
 """``envgym train``: train a policy with RL on an environment (see :mod:`envgym.trainer`).
 
+Progress goes to stderr (:mod:`envgym.progress`): the phase under way (rollout: episodes, live
+episodes, turns, tokens/s; optimisation: micro-batches; evaluation: episodes) with its ETA, then
+one line of metrics per update. The header names the device profile the ``auto`` settings took.
+
 The first Ctrl-C asks the trainer to stop cleanly (the update under way is finished or
 abandoned, the last completed update checkpointed, ``report.md`` written; exit 130 with the
 resume command); a second Ctrl-C aborts at once (exit 130, the newest periodic checkpoint kept).
@@ -18,10 +22,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from envgym.cli._common import echo_json, err_console, fmt_float, handle_errors, out_console, parse_kwargs
-from envgym.cli._options import KEY_VALUE, JsonOption, config_help, out_option
+from envgym.cli._options import KEY_VALUE, JsonOption, NoProgressOption, config_help, out_option
 from envgym.errors import ConfigError, suggest
+from envgym.progress import Progress
 from envgym.trainer.checkpoint import list_checkpoints
-from envgym.trainer.config import TrainConfig, read_config_file
+from envgym.trainer.config import TrainConfig, read_config_file, recorded_config
 from envgym.trainer.distributed import world_from_env
 from envgym.trainer.loop import Trainer, stop_on_sigint
 
@@ -54,6 +59,44 @@ def _parse_set(items: list[str] | None) -> dict[str, Any]:
                 param_hint="--set",
             )
     return values
+
+
+def _profile_line(config: TrainConfig, auto: list[str]) -> str:
+    """What the ``auto`` settings became, for the header."""
+    shown = []
+    for name in auto:
+        value = getattr(config, name)
+        if name == "prompt":
+            prompt = config.prompt
+            history = getattr(prompt, "history", "?")
+            shown.append(
+                f"history {history}" + (f" (last {prompt.last_k})" if history in ("last_k", "summary") else "")
+            )
+        else:
+            shown.append(f"{name} {value}")
+    why = "no GPU" if config.profile == "cpu" else "GPU"
+    return (
+        f"{config.profile} profile ({why}): " + ", ".join(shown) + "; any setting given explicitly wins "
+        "(envgym train --help)"
+    )
+
+
+def _busy_cores_hint(config: TrainConfig) -> str | None:
+    """A hint when training on a CPU whose cores are already busy and torch would use them all.
+    Only a hint: the thread count changes float rounding, and a run must resume as it ran."""
+    if config.profile != "cpu" or os.environ.get("OMP_NUM_THREADS"):
+        return None
+    try:
+        load = float(Path("/proc/loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    cores = os.cpu_count() or 1
+    if cores < 2 or load < cores:
+        return None
+    return (
+        f"load average {load:.1f} on {cores} cores: torch threads that wait on each other are slow here; "
+        "OMP_NUM_THREADS=1 envgym train ... was 3-4x faster on such a machine (keep it the same when resuming)"
+    )
 
 
 def _progress_line(row: dict[str, Any], total: int) -> str:
@@ -102,6 +145,7 @@ def train_command(
     show_config: Annotated[
         bool, typer.Option("--show-config", help="Print the resolved configuration as JSON and exit.")
     ] = False,
+    no_progress: NoProgressOption = False,
     as_json: JsonOption = False,
 ) -> None:
     """Train a policy with RL (GRPO, Dr. GRPO, RLOO, PPO, GiGPO) on an environment.
@@ -138,26 +182,41 @@ def train_command(
         raise ConfigError(
             "no environment to train on: pass --env ID (e.g. --env envgym/FrozenLake-v0) or --config FILE."
         )
-    config = TrainConfig.from_dict(data)
+    given = TrainConfig.from_dict(data)
+    # The auto settings take the device profile's values (or, resuming, the run's recorded ones).
+    config = given.resolve(recorded=recorded_config(given.out_dir))
     if show_config:
         echo_json(config.to_dict())
         return
-    _train(config, as_json=as_json)
+    _train(config, as_json=as_json, auto=given.auto_fields, show_progress=not no_progress)
 
 
-def _train(config: Any, *, as_json: bool) -> None:
+def _train(config: Any, *, as_json: bool, auto: list[str] | None = None, show_progress: bool = True) -> None:
     console = err_console()
     run_dir = config.out_dir
     rank, world, _ = world_from_env()
     main = rank == 0  # under torchrun only rank 0 reports; the others stay quiet
     resume_hint = f"  envgym train --config {run_dir / 'config.json'} --out {run_dir}"
+    display = Progress(enabled=None if show_progress and main else False)
+    phase: dict[str, Any] = {"key": None}
+
+    def on_progress(name: str, update: int, **counts: int) -> None:
+        if (name, update) != phase["key"]:
+            phase["key"] = (name, update)
+            label = "before training: evaluate" if update == 0 else f"update {update}/{config.updates}: {name}"
+            unit = "micro-batches" if name == "optimise" else "episodes"
+            display.start(label, counts.get("total"), unit=unit, done=counts.get("done", 0))
+        display.update(**counts)
 
     def on_update(row: dict[str, Any]) -> None:
+        display.finish(keep=False)
+        phase["key"] = None
         if main:
             console.print(escape(_progress_line(row, config.updates)), soft_wrap=True, highlight=False)
 
     def on_event(message: str) -> None:
         if main and (message.startswith(("resuming", "stopped", "checkpoint")) or "abandoned" in message):
+            display.clear()
             console.print(f"[dim]{escape(message)}[/]", soft_wrap=True)
 
     def on_first_ctrl_c() -> None:
@@ -176,10 +235,19 @@ def _train(config: Any, *, as_json: bool) -> None:
             soft_wrap=True,
             highlight=False,
         )
-    trainer = Trainer(config, on_update=on_update, on_event=on_event)
+        if auto:
+            console.print(f"[dim]{escape(_profile_line(config, auto))}[/]", soft_wrap=True, highlight=False)
+        hint = _busy_cores_hint(config)
+        if hint:
+            console.print(f"[dim]{escape(hint)}[/]", soft_wrap=True, highlight=False)
+    trainer = Trainer(config, on_update=on_update, on_event=on_event, on_progress=on_progress)
+    display.start(f"loading {config.model} and {config.env_id}", unit="")  # until the first rollout
     try:
         with stop_on_sigint(trainer, notify=on_first_ctrl_c):
-            result = trainer.train()
+            try:
+                result = trainer.train()
+            finally:
+                display.close()
     except KeyboardInterrupt:
         done = list_checkpoints(run_dir)
         kept = f"update {done[-1][0]}" if done else "nothing yet (no checkpoint)"

@@ -8,7 +8,10 @@ A run folder holds
   wrote into the folder;
 * ``episodes.jsonl``: one :class:`~envgym.rollout.records.Trajectory` per line, appended and
   flushed to disk the moment each episode ends, so a crash loses only the live episodes;
-* ``summary.json``: the summary of the last completed session.
+* ``summary.json``: the summary of the last completed session;
+* ``.lock``: the OS lock that makes one process at a time the folder's writer (a second one is
+  refused at once, naming the owner's pid; the lock goes with the process, so a killed run
+  resumes).
 
 Re-running into the same folder resumes: finished episodes are skipped, episodes that ended by an
 infrastructure failure are run again, and a changed configuration is refused (the message lists
@@ -26,9 +29,10 @@ import sys
 import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from envgym._clock import utc_timestamp
+from envgym._folderlock import FolderLock
 from envgym._imports import optional
 from envgym.errors import ConfigError, MissingDependencyError
 from envgym.rollout.records import Trajectory, json_safe
@@ -154,6 +158,10 @@ class RunFolder:
         identity_keys: the keys of ``config`` that decide what the episodes contain; resuming
             with any of them changed is refused. Other keys (episodes, workers, backend...) may
             change between sessions.
+
+    The folder is locked (:class:`envgym._folderlock.FolderLock`) from construction to
+    :meth:`close`: a second writer, in this process or another, gets
+    :class:`~envgym._folderlock.FolderInUseError`.
     """
 
     def __init__(self, path: str | os.PathLike[str], config: Mapping[str, Any], identity_keys: Iterable[str]) -> None:
@@ -162,7 +170,14 @@ class RunFolder:
         self.identity_keys = tuple(identity_keys)
         self._lock = threading.Lock()
         self._file: Any = None
-        self.path.mkdir(parents=True, exist_ok=True)
+        self._owner = FolderLock(self.path, "run folder")
+        try:
+            self._open()
+        except BaseException:
+            self._owner.release()
+            raise
+
+    def _open(self) -> None:
         config_path = self.path / CONFIG_FILE
         if config_path.exists():
             try:
@@ -201,6 +216,8 @@ class RunFolder:
         line = json.dumps(trajectory.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n"
         data = line.encode("utf-8")
         with self._lock:
+            if not self._owner.held:
+                raise RuntimeError(f"{self.path} was closed; open a new RunFolder to write into it.")
             if self._file is None:
                 self._file = (self.path / EPISODES_FILE).open("ab")
             self._file.write(data)
@@ -208,15 +225,25 @@ class RunFolder:
             os.fsync(self._file.fileno())
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
+        if not self._owner.held:
+            raise RuntimeError(f"{self.path} was closed; write the summary before closing the folder.")
         tmp = self.path / (SUMMARY_FILE + ".tmp")
         tmp.write_text(json.dumps(json_safe(dict(summary)), indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.replace(tmp, self.path / SUMMARY_FILE)
 
     def close(self) -> None:
+        """Close the episodes file and give up the folder's lock (idempotent)."""
         with self._lock:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+            self._owner.release()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def load_trajectories(path: str | os.PathLike[str]) -> list[Trajectory]:

@@ -74,6 +74,9 @@ IDENTITY_KEYS = (
 )
 #: Episodes of a run without a task list or an explicit count.
 DEFAULT_EPISODES = 10
+#: Environment instances of a run that does not set num_envs (at most; fewer when it has fewer
+#: episodes): one lock-step batch covers a whole suite such as core-v1 (40 episodes).
+MAX_DEFAULT_ENVS = 64
 
 
 def _help(text: str) -> dict[str, str]:
@@ -120,7 +123,13 @@ class RunConfig:
             "With a list, env_kwargs, seed and group_size only describe the run (seed still seeds the agent)."
         ),
     )
-    num_envs: int = field(default=8, metadata=_help("Environment instances (episodes played at the same time)."))
+    num_envs: int | None = field(
+        default=None,
+        metadata=_help(
+            f"Environment instances (episodes played at the same time, one agent batch per turn); None: every "
+            f"episode of the run at once, up to {MAX_DEFAULT_ENVS}."
+        ),
+    )
     backend: str = field(
         default="inproc",
         metadata=_help("Where environments run: inproc (this process), process (worker pool) or ray."),
@@ -183,6 +192,8 @@ class RunConfig:
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}.")
         for name in ("group_size", "num_envs", "workers"):
             value = getattr(self, name)
+            if name == "num_envs" and value is None:
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}.")
         if not isinstance(self.seed, int):
@@ -210,6 +221,8 @@ class RunConfig:
             raise ConfigError(f"prompt must be a PromptConfig, got {type(self.prompt).__name__}.")
         if not isinstance(self.env_kwargs, Mapping) or not isinstance(self.agent_options, Mapping):
             raise ConfigError("env_kwargs and agent_options must be mappings of keyword arguments.")
+        if "seed" in self.agent_options:
+            raise ConfigError("agent_options cannot set the agent's seed: it comes from the run's seed (--seed).")
 
     @property
     def groups(self) -> int:
@@ -314,6 +327,11 @@ class Runner:
         on_turns: called with the number of turns just played (progress bars: turns/s).
         on_task_end: called as ``on_task_end(task, trajectory)`` with every recorded episode and
             the :class:`EpisodeTask` it played (e.g. to file it under ``task.tag``).
+        on_progress: called after every turn (and once when play starts) with keyword running
+            totals: ``done`` (episodes recorded, those of a resumed folder included), ``total``
+            (episodes of the run), ``live`` (episodes under way), ``turns`` (turns played this
+            session) and ``tokens`` (completion tokens the agent produced this session, where it
+            reports them). :meth:`envgym.progress.Progress.update` takes exactly these.
     """
 
     def __init__(
@@ -325,9 +343,11 @@ class Runner:
         on_episode_end: Callable[[Trajectory], None] | None = None,
         on_turns: Callable[[int], None] | None = None,
         on_task_end: Callable[[EpisodeTask, Trajectory], None] | None = None,
+        on_progress: Callable[..., None] | None = None,
     ) -> None:
         self.config = config
         self.on_task_end = on_task_end
+        self.on_progress = on_progress
         self.tasks = config.task_list()
         # Each distinct (env id, kwargs) is one env kind of the pool; a task plays its kind.
         keys: dict[tuple[str, str], int] = {}
@@ -366,48 +386,58 @@ class Runner:
         for env_id, kwargs in self._kinds:
             registration.make(env_id, **kwargs).close()
         if self.out is not None:
+            # Locked from here until closed: a second process writing into this folder stops here.
             self._folder = RunFolder(self.out, cfg.to_dict(), IDENTITY_KEYS)
-            position = {n: i for i, n in enumerate(self._numbers)}
-            self._done = {position[n]: t for n, t in self._folder.finished.items() if n in position}
-        todo = [i for i in range(len(self.tasks)) if i not in self._done]
-        started = time.perf_counter()
-        agent = self._agent if self._agent is not None else self._build_agent()
-        self._agent_name = cfg.agent or getattr(agent, "name", type(agent).__name__)
-        if agent.chat and cfg.prompt.history == "summary":
-            cfg.prompt.load_summarizer()  # a bad hook path fails before any episode runs
+        agent: Agent | None = self._agent
         try:
-            if todo:
-                agent.reset()
-                slots = max(1, min(cfg.num_envs, len(todo)))
-                pool = make_pool(
-                    self._kinds,
-                    num_slots=slots,
-                    backend=cfg.backend,
-                    workers=cfg.workers,
-                    step_timeout_s=cfg.step_timeout_s,
-                    ray_address=cfg.ray_address,
-                )
-                try:
-                    if cfg.mode == "lockstep":
-                        self._run_lockstep(agent, pool, todo)
-                    else:
-                        self._run_async(agent, pool, todo)
-                finally:
-                    pool.close()
-        finally:
-            if self._agent is None:
-                agent.close()
             if self._folder is not None:
-                self._folder.close()
-        trajectories = [self._done[i] for i in sorted(self._done)]
-        summary = summarize(trajectories, time.perf_counter() - started)
-        summary = {"env_id": cfg.env_id, "agent": self._agent_name, "seed": cfg.seed, **summary}
-        env_ids = list(dict.fromkeys(env_id for env_id, _ in self._kinds))
-        if env_ids != [cfg.env_id]:
-            summary["env_ids"] = env_ids
-        if self._folder is not None:
-            self._folder.write_summary(summary)
+                position = {n: i for i, n in enumerate(self._numbers)}
+                self._done = {position[n]: t for n, t in self._folder.finished.items() if n in position}
+            todo = [i for i in range(len(self.tasks)) if i not in self._done]
+            started = time.perf_counter()
+            if agent is None:
+                agent = self._build_agent()
+            self._agent_name = cfg.agent or getattr(agent, "name", type(agent).__name__)
+            if agent.chat and cfg.prompt.history == "summary":
+                cfg.prompt.load_summarizer()  # a bad hook path fails before any episode runs
+            if todo:
+                self._play(agent, todo)
+            trajectories = [self._done[i] for i in sorted(self._done)]
+            summary = summarize(trajectories, time.perf_counter() - started)
+            summary = {"env_id": cfg.env_id, "agent": self._agent_name, "seed": cfg.seed, **summary}
+            env_ids = list(dict.fromkeys(env_id for env_id, _ in self._kinds))
+            if env_ids != [cfg.env_id]:
+                summary["env_ids"] = env_ids
+            if self._folder is not None:
+                self._folder.write_summary(summary)
+        finally:
+            try:
+                if self._agent is None and agent is not None:
+                    agent.close()
+            finally:
+                if self._folder is not None:
+                    self._folder.close()
         return RunResult(trajectories, summary, self.out)
+
+    def _play(self, agent: Agent, todo: list[int]) -> None:
+        cfg = self.config
+        agent.reset()
+        slots = max(1, min(cfg.num_envs or MAX_DEFAULT_ENVS, len(todo)))
+        pool = make_pool(
+            self._kinds,
+            num_slots=slots,
+            backend=cfg.backend,
+            workers=cfg.workers,
+            step_timeout_s=cfg.step_timeout_s,
+            ray_address=cfg.ray_address,
+        )
+        try:
+            if cfg.mode == "lockstep":
+                self._run_lockstep(agent, pool, todo)
+            else:
+                self._run_async(agent, pool, todo)
+        finally:
+            pool.close()
 
     # -- agent ------------------------------------------------------------------------------
     def _build_agent(self) -> Agent:
@@ -705,6 +735,15 @@ class Runner:
         slot_kind: dict[int, int] = {}  # the env kind each slot last played
         live: dict[int, _Live] = {}
         want = agent.wants_sample_action
+        played = {"turns": 0, "tokens": 0}  # this session's, for on_progress
+
+        def report() -> None:
+            if self.on_progress is not None:
+                with self._lock:
+                    done = len(self._done)
+                self.on_progress(
+                    done=done, total=len(self.tasks), live=len(live), turns=played["turns"], tokens=played["tokens"]
+                )
 
         def handle(failed: list[tuple[_Live, str | None, str | None]]) -> None:
             for item, kind, message in failed:
@@ -713,6 +752,7 @@ class Runner:
                 if kind is not None and self._fail(agent, item, kind, message or ""):
                     pending.appendleft(item.index)
 
+        report()
         while pending or live:
             if free and pending:
                 starting = []
@@ -730,15 +770,21 @@ class Runner:
                         self._started(agent, attempt, result)
                         live[attempt.slot] = attempt
                 handle(failed)
+                report()  # the new episodes are live before their first agent call
                 if not live:
                     continue
             batch = [live[s] for s in sorted(live)]
+            before = [(len(item.traj.turns), item.traj.completion_tokens) for item in batch]
             failed = self._turn(agent, pool, batch)
+            for item, (turns, tokens) in zip(batch, before, strict=True):
+                played["turns"] += len(item.traj.turns) - turns
+                played["tokens"] += item.traj.completion_tokens - tokens
             handle(failed)
             for item in batch:
                 if item.done and live.get(item.slot) is item:
                     del live[item.slot]
                     free.append(item.slot)
+            report()
 
     # -- async --------------------------------------------------------------------------------
     def _run_async(self, agent: Agent, pool: EnvPool, todo: list[int]) -> None:
@@ -746,6 +792,24 @@ class Runner:
         queue_lock = threading.Lock()
         want = agent.wants_sample_action
         crashed: list[BaseException] = []
+        played = {"turns": 0, "tokens": 0, "live": 0}  # this session's, for on_progress
+        progress_lock = threading.Lock()  # one on_progress call at a time, totals in order
+
+        def report(turns: int = 0, tokens: int = 0, live: int = 0) -> None:
+            with progress_lock:
+                played["turns"] += turns
+                played["tokens"] += tokens
+                played["live"] += live
+                if self.on_progress is not None:
+                    with self._lock:
+                        done = len(self._done)
+                    self.on_progress(
+                        done=done,
+                        total=len(self.tasks),
+                        live=played["live"],
+                        turns=played["turns"],
+                        tokens=played["tokens"],
+                    )
 
         def worker(slot: int) -> None:
             try:
@@ -758,24 +822,35 @@ class Runner:
                         attempt = self._new_attempt(index, slot)
                         (result,) = pool.reset([self._reset_request(attempt, want)])
                         if isinstance(result, EnvFailure):
-                            if self._fail(agent, attempt, result.kind, result.message):
+                            retry = self._fail(agent, attempt, result.kind, result.message)
+                            report()  # a failure past its retries is recorded (done)
+                            if retry:
                                 continue
                             break
                         self._started(agent, attempt, result)
                         failure: tuple[_Live, str | None, str | None] | None = None
-                        while not attempt.done and not self._stop.is_set():
-                            failed = self._turn(agent, pool, [attempt])
-                            if failed:
-                                failure = failed[0]
-                                break
+                        report(live=1)
+                        try:
+                            while not attempt.done and not self._stop.is_set():
+                                turns, tokens = len(attempt.traj.turns), attempt.traj.completion_tokens
+                                failed = self._turn(agent, pool, [attempt])
+                                if failed:
+                                    failure = failed[0]
+                                    break
+                                report(len(attempt.traj.turns) - turns, attempt.traj.completion_tokens - tokens)
+                        finally:
+                            report(live=-1)
                         if failure is not None and failure[1] is not None:
-                            if self._fail(agent, attempt, failure[1], failure[2] or ""):
+                            retry = self._fail(agent, attempt, failure[1], failure[2] or "")
+                            report()  # a failure past its retries is recorded (done)
+                            if retry:
                                 continue
                         break
             except BaseException as err:  # noqa: BLE001 - re-raised in the main thread
                 crashed.append(err)
                 self._stop.set()
 
+        report()
         threads = [
             threading.Thread(target=worker, args=(slot,), name=f"envgym-episode-{slot}", daemon=True)
             for slot in range(pool.num_slots)
@@ -807,7 +882,7 @@ def run_episodes(
     episodes: int,
     seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
-    num_envs: int = 8,
+    num_envs: int | None = None,
     on_episode_end: Callable[[Trajectory], None] | None = None,
     **settings: Any,
 ) -> list[Trajectory]:

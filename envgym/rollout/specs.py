@@ -18,6 +18,7 @@ way). The benchmark CLI, the trainer and ``envgym run`` all build agents here.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -53,31 +54,52 @@ def _agents_module(name: str) -> Any:
     return importlib.import_module(f"envgym.agents.{name}")
 
 
+def _construct(kind: str, cls: Any, options: dict[str, Any], **fixed: Any) -> Any:
+    """``cls(**fixed, **options)``, after checking ``options`` against its constructor: an unknown
+    option (``-O tempreature=0.7``) or one the spec already sets is a :class:`ConfigError` naming
+    the options the agent takes, not a ``TypeError`` from deep inside."""
+    parameters = inspect.signature(cls).parameters
+    accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    named = [
+        name
+        for name, p in parameters.items()
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD) and name not in fixed
+    ]
+    for key in options:
+        if key in fixed:
+            raise ConfigError(f"agent {kind!r}: option {key!r} is set by the agent spec or the run; leave it out.")
+        if not accepts_any and key not in named:
+            raise ConfigError(
+                f"agent {kind!r} has no option {key!r}.{suggest(key, named)} Its options: {', '.join(named) or 'none'}."
+            )
+    return cls(**fixed, **options)
+
+
 def _random(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
-    if argument is None:
-        return RandomAgent(seed=seed, **options)
-    try:
-        return RandomAgent(seed=int(argument), **options)
-    except ValueError:
-        raise ConfigError(f"random takes an integer seed after ':' (random:7), got {argument!r}.") from None
+    if argument is not None:
+        try:
+            seed = int(argument)
+        except ValueError:
+            raise ConfigError(f"random takes an integer seed after ':' (random:7), got {argument!r}.") from None
+    return _construct("random", RandomAgent, options, seed=seed)
 
 
 def _oracle(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
-    return _agents_module("oracle").OracleAgent(**options)
+    return _construct("oracle", _agents_module("oracle").OracleAgent, options)
 
 
 def _hf(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
-    return _agents_module("hf").HFAgent(model=argument or "smollm2", seed=seed, **options)
+    return _construct("hf", _agents_module("hf").HFAgent, options, model=argument or "smollm2", seed=seed)
 
 
 def _openai(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
     module = _agents_module("openai_api")
     parsed = module.parse_openai_spec(argument or "")
-    return module.OpenAIAgent(**parsed, seed=seed, **options)
+    return _construct("openai", module.OpenAIAgent, options, **parsed, seed=seed)
 
 
 def _human(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
-    return _agents_module("human").HumanAgent(**options)
+    return _construct("human", _agents_module("human").HumanAgent, options)
 
 
 #: Every agent kind a spec can name.

@@ -4,6 +4,15 @@ A config is a frozen keyword-only dataclass. Each field's ``metadata["help"]`` i
 documentation and the ``envgym train`` help text (see :func:`field_help`). Configs come from
 code, from a YAML or JSON file (:meth:`TrainConfig.from_file`) and from command-line flags, in
 that order of precedence: defaults < file < flags (:meth:`TrainConfig.merged`).
+
+**Sized for the device.** The settings that decide how long an update takes (:data:`AUTO_FIELDS`:
+episodes per update, turns, reply length, history, evaluation episodes) default to ``"auto"``.
+:meth:`TrainConfig.resolve` fills them from a profile (:data:`PROFILES`): ``cpu`` when training
+runs on a CPU (small, so a first update finishes in a couple of minutes on a laptop), ``gpu``
+otherwise (the full-size values). A value given in code, a file or a flag always wins. The
+trainer resolves its config before anything loads; the run folder records the resolved values
+and the profile, and a resumed run takes its ``auto`` settings from that record, so it resumes
+as it began on any device.
 """
 
 from __future__ import annotations
@@ -27,16 +36,22 @@ from envgym.rollout.pools import BACKENDS as ROLLOUT_BACKENDS
 from envgym.rollout.prompting import PromptConfig
 from envgym.rollout.records import json_safe
 from envgym.trainer.algorithms import algorithm_names, check_config, get_algorithm
+from envgym.trainer.checkpoint import latest_checkpoint
 
 __all__ = [
     "AGGREGATIONS",
     "ALGOS",
+    "AUTO",
+    "AUTO_FIELDS",
     "DTYPES",
+    "PROFILES",
     "RESUMABLE_CHANGES",
     "REWARD_NORMS",
     "ROLLOUT_BACKENDS",
     "TrainConfig",
+    "device_profile",
     "field_help",
+    "recorded_config",
 ]
 
 #: The built-in training algorithms (:mod:`envgym.trainer.algorithms`; more may be registered):
@@ -58,9 +73,49 @@ DTYPES: tuple[str, ...] = ("auto", "float32", "bfloat16", "float16")
 KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
 #: Fields that may change when a run resumes: they do not change what is learned (the rollout
 #: backend and its workers only move where the environments step; episodes stay the same).
+#: ``profile`` names which profile filled the ``auto`` settings; the values it filled are what count.
 RESUMABLE_CHANGES: frozenset[str] = frozenset(
-    {"updates", "checkpoint_every", "keep_checkpoints", "tensorboard", "out", "rollout_backend", "rollout_workers"}
+    {
+        "updates",
+        "checkpoint_every",
+        "keep_checkpoints",
+        "tensorboard",
+        "out",
+        "rollout_backend",
+        "rollout_workers",
+        "profile",
+    }
 )
+#: The value of a setting sized by the device profile (:meth:`TrainConfig.resolve`).
+AUTO = "auto"
+#: What the ``auto`` settings become on each profile. ``cpu``: one group of 4 episodes of at most 5
+#: turns, with the reply and history limits of the ``core-v1`` suite (sized for SmolLM2-135M on a
+#: CPU: 32-token replies, the previous turn and the latest observation, so a prompt stays near
+#: 300 tokens): 20 generation turns and about 20 training sequences per update, which 2 CPU cores
+#: get through in a couple of minutes. The ``gpu`` values (4 x 8 episodes, the environment's own
+#: turn limit, up to 100 turns on FrozenLake, 128-token replies, full history) are the
+#: full-size run: on such a CPU its first update had not finished after 9 minutes 40 seconds.
+PROFILES: dict[str, dict[str, Any]] = {
+    "cpu": {
+        "group_size": 4,
+        "groups_per_update": 1,
+        "max_turns": 5,
+        "max_new_tokens": 32,
+        "prompt": {"history": "last_k", "last_k": 1},
+        "eval_episodes": 8,
+    },
+    "gpu": {
+        "group_size": 8,
+        "groups_per_update": 4,
+        "max_turns": None,
+        "max_new_tokens": 128,
+        "prompt": {},
+        "eval_episodes": 16,
+    },
+}
+#: The settings whose default is ``"auto"``.
+AUTO_FIELDS: tuple[str, ...] = tuple(PROFILES["cpu"])
+PROFILE_NAMES: tuple[str, ...] = (AUTO, *PROFILES)
 #: Keys a ``lora`` mapping may hold.
 LORA_KEYS: tuple[str, ...] = ("r", "alpha", "dropout", "target_modules")
 #: Keys a ``difficulty`` mapping may hold.
@@ -71,6 +126,18 @@ _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
 
 def _help(text: str) -> dict[str, str]:
     return {"help": text}
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}={v}" for k, v in value.items()) or "PromptConfig defaults"
+    return "None" if value is None else str(value)
+
+
+def _auto_help(name: str, text: str) -> dict[str, str]:
+    """``text`` plus what ``auto`` (the default) becomes on each profile."""
+    cpu, gpu = _shown(PROFILES["cpu"][name]), _shown(PROFILES["gpu"][name])
+    return _help(f"{text} Default auto: {cpu} on a CPU, {gpu} on a GPU (see profile).")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,8 +189,22 @@ class TrainConfig:
             "its group on its own, then summed (grpo, dr_grpo and gigpo only)."
         ),
     )
-    group_size: int = field(default=8, metadata=_help("Episodes per task seed (the group of group-relative methods)."))
-    groups_per_update: int = field(default=4, metadata=_help("Task seeds (groups) per update."))
+    profile: str = field(
+        default=AUTO,
+        metadata=_help(
+            "Which sizes the auto settings (group_size, groups_per_update, max_turns, max_new_tokens, prompt, "
+            "eval_episodes) take: cpu (small, a first update in minutes on a laptop), gpu (full size), or auto: "
+            "gpu when training runs on CUDA or MPS, else cpu. A setting given explicitly always wins; the run "
+            "folder's config.json records the resolved values."
+        ),
+    )
+    group_size: int | str = field(
+        default=AUTO,
+        metadata=_auto_help("group_size", "Episodes per task seed (the group of group-relative methods)."),
+    )
+    groups_per_update: int | str = field(
+        default=AUTO, metadata=_auto_help("groups_per_update", "Task seeds (groups) per update.")
+    )
     updates: int = field(default=100, metadata=_help("Policy updates in the run (rollout + optimisation each)."))
     lr: float = field(default=1e-5, metadata=_help("AdamW learning rate."))
     weight_decay: float = field(default=0.0, metadata=_help("AdamW weight decay."))
@@ -165,8 +246,9 @@ class TrainConfig:
     )
     max_refill_rounds: int = field(default=3, metadata=_help("Dynamic sampling: most extra rollout rounds per update."))
     # -- episodes and curriculum --------------------------------------------------------------
-    max_turns: int | None = field(
-        default=None, metadata=_help("Harness turn limit per episode; None keeps the environment's own.")
+    max_turns: int | str | None = field(
+        default=AUTO,
+        metadata=_auto_help("max_turns", "Harness turn limit per episode; None keeps the environment's own."),
     )
     horizon: Sequence[Sequence[int]] | None = field(
         default=None,
@@ -204,9 +286,13 @@ class TrainConfig:
     task_filter_groups: int = field(
         default=2, metadata=_help("Task filter: the most recent groups of a task it is judged on (>= 1).")
     )
-    prompt: PromptConfig = field(
-        default_factory=PromptConfig,
-        metadata=_help("Prompting options (history, last_k, system_prompt, action_tags...): see PromptConfig."),
+    prompt: PromptConfig | str = field(
+        default=AUTO,
+        metadata=_auto_help(
+            "prompt",
+            "Prompting options (history, last_k, system_prompt, action_tags...): see PromptConfig; a mapping "
+            "sets the fields it names, the others keep PromptConfig's defaults (history=full).",
+        ),
     )
     # -- generation ------------------------------------------------------------------------------
     temperature: float = field(
@@ -222,7 +308,7 @@ class TrainConfig:
             "Nucleus sampling mass of training rollouts, in (0, 1]; a sampling device, not part of the trained policy."
         ),
     )
-    max_new_tokens: int = field(default=128, metadata=_help("Most tokens per reply."))
+    max_new_tokens: int | str = field(default=AUTO, metadata=_auto_help("max_new_tokens", "Most tokens per reply."))
     generation_batch_size: int = field(default=32, metadata=_help("Most episodes per generation forward pass."))
     num_envs: int | None = field(
         default=None, metadata=_help("Environments played at once; None: every episode of a rollout round.")
@@ -255,7 +341,9 @@ class TrainConfig:
     eval_every: int = field(
         default=0, metadata=_help("Greedy evaluation on the held-out split every N updates (0: off).")
     )
-    eval_episodes: int = field(default=16, metadata=_help("Episodes per evaluation (fixed seeds, one per task)."))
+    eval_episodes: int | str = field(
+        default=AUTO, metadata=_auto_help("eval_episodes", "Episodes per evaluation (fixed seeds, one per task).")
+    )
     checkpoint_every: int = field(default=10, metadata=_help("Checkpoint every N updates (0: only at the end)."))
     keep_checkpoints: int = field(default=2, metadata=_help("Newest checkpoints kept on disk (>= 1)."))
     out: str | None = field(
@@ -287,6 +375,7 @@ class TrainConfig:
             raise ConfigError(f"model must be 'smollm2', 'tiny' or a local model folder, got {self.model!r}.")
         get_algorithm(self.algo)  # an unknown name is the first error
         _choice("reward_norm", self.reward_norm, REWARD_NORMS)
+        _choice("profile", self.profile, PROFILE_NAMES)
         for name in (
             "group_size",
             "groups_per_update",
@@ -301,16 +390,22 @@ class TrainConfig:
             "task_filter_groups",
             "rollout_workers",
         ):
+            if name in AUTO_FIELDS and getattr(self, name) == AUTO:
+                continue  # checked once resolved (the profile's values are valid)
             _int(name, getattr(self, name), minimum=1)
         for name in ("max_refill_rounds", "eval_every", "checkpoint_every"):
             _int(name, getattr(self, name), minimum=0)
         _int("seed", self.seed, minimum=None)
-        _int("max_turns", self.max_turns, minimum=1, optional=True)
+        if self.max_turns != AUTO:
+            _int("max_turns", self.max_turns, minimum=1, optional=True)
         _int("num_envs", self.num_envs, minimum=1, optional=True)
         _int("task_pool", self.task_pool, minimum=1, optional=True)
-        if self.task_pool is not None and self.task_pool < self.groups_per_update:
+        # Checks across settings read an auto setting as its smallest profile value (the
+        # resolved config is checked again in full).
+        sized = _Sized(self)
+        if self.task_pool is not None and self.task_pool < sized.groups_per_update:
             raise ConfigError(
-                f"task_pool ({self.task_pool}) must hold at least groups_per_update ({self.groups_per_update}) tasks: "
+                f"task_pool ({self.task_pool}) must hold at least groups_per_update ({sized.groups_per_update}) tasks: "
                 "the groups of an update play distinct tasks. Raise task_pool or lower groups_per_update."
             )
         _choice("rollout_backend", self.rollout_backend, ROLLOUT_BACKENDS)
@@ -319,11 +414,11 @@ class TrainConfig:
                 f"rollout_workers={self.rollout_workers} needs rollout_backend='process' or 'ray' (inproc steps the "
                 "environments in this process)."
             )
-        check_config(self)
-        if self.minibatches > self.groups_per_update * self.group_size:
+        check_config(sized)  # type: ignore[arg-type]  # reads settings only
+        if self.minibatches > sized.groups_per_update * sized.group_size:
             raise ConfigError(
                 f"minibatches ({self.minibatches}) cannot exceed the episodes per update "
-                f"({self.groups_per_update * self.group_size})."
+                f"({sized.groups_per_update * sized.group_size})."
             )
         _number("lr", self.lr, positive=True)
         _number("weight_decay", self.weight_decay)
@@ -363,8 +458,8 @@ class TrainConfig:
             raise ConfigError(f"out must be a folder path or None, got {self.out!r}.")
         if isinstance(self.prompt, Mapping):
             object.__setattr__(self, "prompt", PromptConfig.from_dict(self.prompt))
-        if not isinstance(self.prompt, PromptConfig):
-            raise ConfigError(f"prompt must be a PromptConfig or a mapping of its fields, got {self.prompt!r}.")
+        if not isinstance(self.prompt, PromptConfig) and self.prompt != AUTO:
+            raise ConfigError(f"prompt must be 'auto', a PromptConfig or a mapping of its fields, got {self.prompt!r}.")
         object.__setattr__(self, "horizon", _check_horizon(self.horizon))
         object.__setattr__(self, "lora", _check_lora(self.lora))
         object.__setattr__(self, "difficulty", _check_difficulty(self.difficulty, self.env_kwargs))
@@ -379,10 +474,43 @@ class TrainConfig:
                 "gives; use one or the other."
             )
 
+    # ------------------------------------------------------------------------------ device profile
+    @property
+    def auto_fields(self) -> list[str]:
+        """The settings still ``"auto"`` (none once :meth:`resolve` has run)."""
+        return [name for name in AUTO_FIELDS if _is_auto(getattr(self, name))]
+
+    def resolve(self, device: str | None = None, *, recorded: Mapping[str, Any] | None = None) -> TrainConfig:
+        """This config with every ``auto`` setting (:data:`AUTO_FIELDS`) given its profile's value
+        (:data:`PROFILES`) and ``profile`` set to the profile used; explicit values stay.
+
+        Args:
+            device: what ``profile='auto'`` is decided on (default this config's ``device``;
+                ``auto`` asks torch whether CUDA is available).
+            recorded: the ``config.json`` of the run being resumed (:func:`recorded_config`): its
+                profile and values fill the ``auto`` settings instead, so the run goes on as it began
+                whatever the device (an explicit value that differs is refused as a changed config).
+        """
+        recorded = dict(recorded) if recorded is not None else {}
+        profile = self.profile
+        if profile == AUTO:
+            old = recorded.get("profile")
+            profile = old if old in PROFILES else device_profile(self.device if device is None else device)
+        values: dict[str, Any] = {"profile": profile}
+        for name in self.auto_fields:
+            if name in recorded and not _is_auto(recorded[name]):
+                values[name] = recorded[name]  # a run recorded before profiles existed has concrete values
+            elif name == "prompt":
+                values[name] = PromptConfig(**PROFILES[profile]["prompt"])
+            else:
+                values[name] = PROFILES[profile][name]
+        return dataclasses.replace(self, **values)
+
     # ------------------------------------------------------------------------------ derived
     @property
     def episodes_per_update(self) -> int:
-        return self.group_size * self.groups_per_update
+        """Episodes of an update (of a resolved config)."""
+        return int(self.group_size) * int(self.groups_per_update)
 
     @property
     def aggregation(self) -> str:
@@ -503,6 +631,56 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
     if not isinstance(data, Mapping):
         raise ConfigError(f"{file} must hold a mapping of setting names to values, got {type(data).__name__}.")
     return dict(data)
+
+
+def device_profile(device: str) -> str:
+    """The profile the ``auto`` settings take when training on ``device`` (a ``device`` setting):
+    ``cpu`` for ``cpu``, ``gpu`` for ``cuda``/``cuda:N``/``mps``; ``auto`` is ``gpu`` when torch
+    sees CUDA or MPS."""
+    if device == "cpu":
+        return "cpu"
+    if device != AUTO:
+        return "gpu"
+    try:
+        import torch
+    except ImportError:  # the trainer will say torch is missing; nothing is sized for it
+        return "cpu"
+    mps = getattr(torch.backends, "mps", None)
+    gpu = torch.cuda.is_available() or (mps is not None and mps.is_available())
+    return "gpu" if gpu else "cpu"
+
+
+def recorded_config(out: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The ``config.json`` of the run folder ``out`` when it holds a checkpoint to resume (the
+    ``recorded`` argument of :meth:`TrainConfig.resolve`); ``None`` otherwise or when unreadable
+    (opening the run folder reports that)."""
+    folder = Path(out).expanduser()
+    if latest_checkpoint(folder) is None:
+        return None
+    try:
+        data = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _is_auto(value: Any) -> bool:
+    return isinstance(value, str) and value == AUTO
+
+
+class _Sized:
+    """A read-only view of a config in which an ``auto`` setting reads as its smallest profile
+    value (the cross-setting checks of a config not yet resolved)."""
+
+    def __init__(self, config: TrainConfig) -> None:
+        self._config = config
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._config, name)
+        if name in AUTO_FIELDS and _is_auto(value):
+            sizes = [profile[name] for profile in PROFILES.values() if isinstance(profile[name], int)]
+            return min(sizes) if sizes else value
+        return value
 
 
 def field_help(name: str) -> str:

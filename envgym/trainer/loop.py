@@ -69,6 +69,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envgym._folderlock import FolderLock
 from envgym.errors import ConfigError, EnvgymError, StopRun
 from envgym.registration import make, spec
 from envgym.rollout.records import Trajectory
@@ -76,7 +77,7 @@ from envgym.trainer import policy as trainer_policy  # load_policy looked up at 
 from envgym.trainer.algorithms import Algorithm, get_algorithm
 from envgym.trainer.batch import Collected, TrainBatch, collect
 from envgym.trainer.checkpoint import CHECKPOINTS_DIR, save_checkpoint
-from envgym.trainer.config import TrainConfig
+from envgym.trainer.config import TrainConfig, recorded_config
 from envgym.trainer.distributed import Distributed
 from envgym.trainer.metrics import MetricsLog, episode_metrics, read_metrics
 from envgym.trainer.report import write_report
@@ -156,6 +157,15 @@ class Trainer:
         tokenizer: the tokenizer of ``model``.
         on_update: called with every ``metrics.jsonl`` line as it is written.
         on_event: called with short progress messages (``"rollout"``, ``"update"``...).
+        on_progress: called as ``on_progress(phase, update, **counts)`` while an update works:
+            ``phase`` ``"rollout"`` (``"rollout refill N"`` for dynamic sampling's extra rounds) and
+            ``"evaluate"`` with the runner's running totals (``done``, ``total``, ``live``,
+            ``turns``, ``tokens``: see :class:`~envgym.rollout.runner.Runner`), ``"optimise"``
+            with ``done`` and ``total`` micro-batches. Each phase ends when the next one starts
+            or the update's ``on_update`` line comes. Only this process's share (under torchrun).
+
+    ``config``'s ``auto`` settings are resolved here (:meth:`TrainConfig.resolve`, resuming a run
+    folder's recorded values): :attr:`config` is the resolved config.
     """
 
     def __init__(
@@ -166,9 +176,12 @@ class Trainer:
         tokenizer: Any = None,
         on_update: Callable[[dict[str, Any]], None] | None = None,
         on_event: Callable[[str], None] | None = None,
+        on_progress: Callable[..., None] | None = None,
     ) -> None:
         if not isinstance(config, TrainConfig):
             raise ConfigError(f"Trainer needs a TrainConfig, got {type(config).__name__}.")
+        if config.auto_fields:
+            config = config.resolve(recorded=recorded_config(config.out_dir))
         self.config = config
         self.algorithm: Algorithm = get_algorithm(config.algo)
         self.out = config.out_dir
@@ -176,6 +189,7 @@ class Trainer:
         self._tokenizer = tokenizer
         self.on_update = on_update
         self.on_event = on_event
+        self.on_progress = on_progress
         self._stop = False
         self.dist = Distributed()
         self.policy: Any = None
@@ -185,6 +199,7 @@ class Trainer:
         #: Task seeds, curricula, task pool and filter: what an update changes besides the weights.
         self.state = RunState.fresh(config)
         self._turn_advantages: list[float] = []
+        self._owner: FolderLock | None = None
 
     def request_stop(self) -> None:
         """Stop soon and cleanly (safe from a callback or a signal handler): an update still rolling
@@ -200,6 +215,17 @@ class Trainer:
         log.info(message)
         if self.on_event is not None:
             self.on_event(message)
+
+    def _progress(self, phase: str, update: int) -> Callable[..., None] | None:
+        """The hook that hands ``phase``'s running totals to ``on_progress`` (``None`` without one)."""
+        on_progress = self.on_progress
+        if on_progress is None:
+            return None
+
+        def hook(**counts: int) -> None:
+            on_progress(phase, update, **counts)
+
+        return hook
 
     # ------------------------------------------------------------------------------ setup
     def _check_envs(self) -> None:
@@ -224,8 +250,10 @@ class Trainer:
             )
 
     def _open_folder(self) -> Path | None:
-        """Create or reopen the run folder; refuse a changed config. Returns the checkpoint to
-        resume from (``None``: a fresh start)."""
+        """Lock, then create or reopen the run folder; refuse a changed config. Returns the
+        checkpoint to resume from (``None``: a fresh start). The lock (one writer per folder, a
+        second ``envgym train --out`` on it stops here) is held until :meth:`train` returns."""
+        self._owner = FolderLock(self.out, "training folder")
         return open_run_folder(self.out, self.config, world_size=self.dist.world_size)
 
     def _open_folder_everywhere(self) -> Path | None:
@@ -266,7 +294,12 @@ class Trainer:
         try:
             return self._train()
         finally:
-            self.dist.close()
+            try:
+                self.dist.close()
+            finally:
+                if self._owner is not None:
+                    self._owner.release()
+                    self._owner = None
 
     def _train(self) -> TrainResult:
         cfg = self.config
@@ -381,6 +414,7 @@ class Trainer:
             # with ranks, stops are agreed at update boundaries instead
             stop=None if active else (lambda: self._stop),
             event=self._event,
+            on_progress=self._progress("rollout" if round_ == 1 else f"rollout refill {round_ - 1}", update),
         )
 
     def _evaluate(self, update: int) -> dict[str, float]:
@@ -394,6 +428,7 @@ class Trainer:
                 max_turns=self.state.max_turns(max(update, 1)),
                 out=self.out,
                 event=self._event,
+                on_progress=self._progress("evaluate", update),
             )
         return self.dist.broadcast(metrics)
 
@@ -519,7 +554,7 @@ class Trainer:
     def _optimise(self, update: int, batch: TrainBatch) -> dict[str, float]:
         """The update's optimizer steps (:meth:`PolicyUpdate.optimise`)."""
         assert self.updater is not None, "_build() first"
-        return self.updater.optimise(update, batch)
+        return self.updater.optimise(update, batch, on_progress=self._progress("optimise", update))
 
 
 def train(config: TrainConfig | Mapping[str, Any], **kwargs: Any) -> TrainResult:

@@ -158,12 +158,14 @@ def play_rollout(
     folder: Path,
     stop: Callable[[], bool] | None = None,
     event: Callable[[str], None] = lambda message: None,
+    on_progress: Callable[..., None] | None = None,
 ) -> list[Trajectory]:
     """Play ``group_size`` episodes of each of ``seeds`` with the live policy (``generation``),
     all in one harness run recorded in ``folder``, in ``env`` (``(env_id, env_kwargs)``, reward
     wrappers included: :meth:`RunState.env`, :attr:`TrainConfig.resolved_env_kwargs`).
-    With ``stop``, a stop request ends the rollout with :class:`~envgym.errors.StopRun`."""
-    cfg = config
+    With ``stop``, a stop request ends the rollout with :class:`~envgym.errors.StopRun`;
+    ``on_progress`` is the runner's hook (:class:`~envgym.rollout.runner.Runner`)."""
+    cfg = _resolved(config)
     agent: Agent = generation.agent(
         temperature=cfg.temperature, top_p=cfg.top_p, seed=cfg.seed, name=f"policy@update{update - 1}"
     )
@@ -185,7 +187,7 @@ def play_rollout(
         backend=cfg.rollout_backend,
         workers=cfg.rollout_workers,
     )
-    return Runner(run_config, agent, out=folder).run().trajectories
+    return Runner(run_config, agent, out=folder, on_progress=on_progress).run().trajectories
 
 
 def play_evaluation(
@@ -196,11 +198,13 @@ def play_evaluation(
     max_turns: int | None,
     out: Path,
     event: Callable[[str], None] = lambda message: None,
+    on_progress: Callable[..., None] | None = None,
 ) -> dict[str, float]:
     """Greedy evaluation on the held-out split (seeds ``0 .. eval_episodes-1``), played anew into
     ``<out>/eval/update-NNNNNN``, with the config's reward wrappers
-    (:attr:`TrainConfig.resolved_eval_env_kwargs`); returns the ``eval/*`` metrics."""
-    cfg = config
+    (:attr:`TrainConfig.resolved_eval_env_kwargs`); returns the ``eval/*`` metrics.
+    ``on_progress`` is the runner's hook (:class:`~envgym.rollout.runner.Runner`)."""
+    cfg = _resolved(config)
     run_config = RunConfig(
         env_id=cfg.env_id,
         agent_options={"temperature": 0.0, "max_new_tokens": cfg.max_new_tokens},
@@ -217,5 +221,11 @@ def play_evaluation(
     event(f"update {update}: greedy evaluation on {cfg.eval_episodes} held-out episodes")
     folder = out / EVAL_DIR / f"update-{update:06d}"
     shutil.rmtree(folder, ignore_errors=True)  # evaluation is always played anew
-    trajectories = Runner(run_config, agent, out=folder).run().trajectories
+    trajectories = Runner(run_config, agent, out=folder, on_progress=on_progress).run().trajectories
     return episode_metrics(trajectories, prefix="eval")
+
+
+def _resolved(config: TrainConfig) -> TrainConfig:
+    """``config`` with its ``auto`` settings resolved (the trainer resolves its config up front;
+    a config handed straight to these functions is resolved for this device)."""
+    return config.resolve() if config.auto_fields else config

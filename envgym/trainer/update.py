@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -129,8 +129,13 @@ class PolicyUpdate:
         return turn_values
 
     # ------------------------------------------------------------------------------ optimisation
-    def optimise(self, update: int, batch: TrainBatch) -> dict[str, float]:
+    def optimise(
+        self, update: int, batch: TrainBatch, *, on_progress: Callable[..., None] | None = None
+    ) -> dict[str, float]:
         """``ppo_epochs`` passes of ``minibatches`` optimizer steps over ``batch``.
+
+        ``on_progress`` is called as ``on_progress(done=..., total=...)`` with the micro-batches
+        done of this rank's total (a micro-batch whose rows all have zero advantage is done at once).
 
         Each micro-batch's loss is weighted by its share of the step's tokens (or sequences)
         summed over every rank, and multiplied by the number of ranks because
@@ -160,6 +165,17 @@ class PolicyUpdate:
         # are then missing from the policy/* statistics.
         skip_idle = cfg.kl_coef == 0 and cfg.entropy_coef == 0 and not self.algorithm.value_head
         skipped = 0
+        # Minibatch sizes do not depend on the shuffle: the micro-batch count is known up front.
+        sizes = [len(chunk) for chunk in torch.tensor_split(torch.arange(n), cfg.minibatches)]
+        progress = {"done": 0, "total": cfg.ppo_epochs * sum(-(-size // cfg.micro_batch_size) for size in sizes)}
+
+        def advance() -> None:
+            progress["done"] += 1
+            if on_progress is not None:
+                on_progress(**progress)
+
+        if on_progress is not None:
+            on_progress(**progress)
         policy.train()
         for _epoch in range(cfg.ppo_epochs):
             order = torch.randperm(n, generator=generator) if (cfg.ppo_epochs > 1 or cfg.minibatches > 1) else None
@@ -184,15 +200,19 @@ class PolicyUpdate:
                             if not active:
                                 for key in ("loss/policy", "loss/total"):  # its loss is exactly 0
                                     _add(sums, weights, key, 0.0, full)
+                                advance()
                                 continue
                             micro = micro.select(active)
                     parts.append((micro, (micro.tokens if per_token else len(micro)) / total, full))
+                real = len(parts)  # micro-batches of this rank (not the stand-in below)
                 if not parts and dist.active:
                     parts = [(batch.select([0]), 0.0, 0.0)]  # join the all-reduce, add nothing
                 for i, (micro, share, full) in enumerate(parts):
                     with policy.no_sync() if i < len(parts) - 1 else nullcontext():
                         loss, stats = self.micro_loss(micro, losses, aggregation)
                         (loss["total"] * (share * dist.world_size)).backward()
+                    if i < real:
+                        advance()
                     if share == 0:
                         continue
                     tokens = float(micro.tokens)

@@ -6,9 +6,9 @@ import io
 import sys
 
 import pytest
+from envgym.agents.human import HumanAgent, HumanQuit
 
 import envgym
-from envgym.agents.human import HumanAgent, HumanQuit
 from envgym.errors import EnvgymError
 from envgym.rollout import AgentInput
 

@@ -12,10 +12,10 @@ import threading
 import time
 
 import pytest
+from envgym.agents.openai_api import AgentRequestError, OpenAIAgent, parse_openai_spec
 from openai_server import FakeOpenAIServer, openai_server  # noqa: F401 - fixture
 
 import envgym
-from envgym.agents.openai_api import AgentRequestError, OpenAIAgent, parse_openai_spec
 from envgym.core import extract_action
 from envgym.errors import ConfigError, EnvgymError
 from envgym.rollout import AgentInput

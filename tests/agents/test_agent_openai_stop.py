@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from envgym.agents.openai_api import OpenAIAgent
 from openai_server import FakeOpenAIServer
 
-from envgym.agents.openai_api import OpenAIAgent
 from envgym.errors import ConfigError
 from envgym.rollout import AgentInput, PromptConfig, RunConfig, Runner
 from envgym.rollout.prompting import Conversation

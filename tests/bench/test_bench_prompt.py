@@ -166,10 +166,11 @@ def test_a_finished_run_is_left_as_it_is_and_bundles_identically(tmp_path: Path)
     path = write_suite(tmp_path / "suites", PROMPT)
     out = tmp_path / "run"
     run_suite(path, "random", out=out, num_envs=2)
-    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    # The .lock files name the last writer's pid (they are not part of the run's content).
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"}
     first = make_bundle(out, name="random")
     run_suite(path, "random", out=out, num_envs=2)
-    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == files
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".lock"} == files
     second = make_bundle(out, name="random")
     assert second.content_hash == first.content_hash and bundle_bytes(second) == bundle_bytes(first)
     assert first.manifest["bundled_at"] == max(e["finished_at"] for e in _episodes(out))

@@ -184,7 +184,17 @@ def test_shared_options_are_shared() -> None:
     uses = defaultdict(set)
     for o in OPTIONS:
         uses[o.long].add(o.command)
-    for long in ("--agent", "--agent-option", "--backend", "--episodes", "--family", "--json", "--kind", "--variants"):
+    for long in (
+        "--agent",
+        "--agent-option",
+        "--backend",
+        "--episodes",
+        "--family",
+        "--json",
+        "--kind",
+        "--no-progress",
+        "--variants",
+    ):
         assert len(uses[long]) >= 2, long
         assert len({o.help for o in OPTIONS if o.long == long}) == 1, long
     assert len(uses["--json"]) >= 12
@@ -198,8 +208,8 @@ def test_run_flags_show_their_config_field_docs(path: str) -> None:
             continue
         doc = _field_doc(*RUN_FIELDS[long])
         assert opt.help == (f"{doc} {KEY_VALUE}" if long in KEY_VALUE_FLAGS else doc), (path, long)
-    if path == "envgym run":  # every flag of run sets a field, but these four
-        assert set(options) - set(RUN_FIELDS) == {"--out", "--per-episode", "--json", "--help"}
+    if path == "envgym run":  # every flag of run sets a field, but these five
+        assert set(options) - set(RUN_FIELDS) == {"--out", "--per-episode", "--json", "--no-progress", "--help"}
 
 
 def test_train_flags_show_their_config_field_docs() -> None:
@@ -207,7 +217,14 @@ def test_train_flags_show_their_config_field_docs() -> None:
     for long, name in TRAIN_FIELDS.items():
         doc = field_help(name).replace("<", "\\<")
         assert options[long].help == (f"{doc} {KEY_VALUE}" if long in KEY_VALUE_FLAGS else doc), long
-    assert set(options) - set(TRAIN_FIELDS) == {"--config", "--set", "--show-config", "--json", "--help"}
+    assert set(options) - set(TRAIN_FIELDS) == {
+        "--config",
+        "--set",
+        "--show-config",
+        "--no-progress",
+        "--json",
+        "--help",
+    }
 
 
 def test_config_help_reads_field_metadata() -> None:

@@ -19,6 +19,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import test_trainer_envs  # noqa: F401  (registers envgymtest/Vowel-v0)
 
 from envgym.cli import app
+from envgym.trainer.config import PROFILES
 from envgym.trainer.metrics import read_metrics
 
 runner = CliRunner()
@@ -72,7 +73,7 @@ def test_defaults_file_and_flags(tmp_path: Path) -> None:
     assert shown["algo"] == "rloo" and shown["lr"] == 0.001  # from the file
     assert shown["updates"] == 3  # the flag wins
     assert shown["env_kwargs"] == {"size": 4, "slippery": True}  # merged
-    assert shown["group_size"] == 8  # the default
+    assert shown["group_size"] == PROFILES[shown["profile"]]["group_size"]  # the default: auto, the device's profile
     result = invoke("train", "--config", str(file), "--set", "kl_coef=0.1", "--show-config")
     assert json.loads(result.stdout)["kl_coef"] == 0.1
     flags = ("--task-pool", "16", "--set", "task_filter=true", "--rollout-backend", "process", "--rollout-workers", "2")

