@@ -117,6 +117,8 @@ class Progress:
         self.done = 0
         self.live: int | None = None
         self.turns: int | None = None
+        #: Upper bound of the turns still to play (every episode's turn limit), when known.
+        self.turns_left: int | None = None
         self.tokens: int | None = None
         self.note = ""
         self._start_done = 0
@@ -163,7 +165,7 @@ class Progress:
                 self._end(keep=False)
             now = self._clock()
             self.label, self.unit, self.total, self.done = label, unit, total, done
-            self.live = self.turns = self.tokens = None
+            self.live = self.turns = self.tokens = self.turns_left = None
             self.note = ""
             self._start_done = done
             self._t0 = self._last_out = now
@@ -185,6 +187,7 @@ class Progress:
         live: int | None = None,
         turns: int | None = None,
         tokens: int | None = None,
+        turns_left: int | None = None,
         note: str | None = None,
         advance: int = 0,
     ) -> None:
@@ -204,6 +207,8 @@ class Progress:
                 self.turns = turns
             if tokens is not None:
                 self.tokens = tokens
+            if turns_left is not None:
+                self.turns_left = turns_left
             if note is not None:
                 self.note = note
             now = self._clock()
@@ -304,7 +309,12 @@ class Progress:
             return (last[column] - first[column]) / span
 
     def eta(self, now: float | None = None) -> float | None:
-        """Seconds left at the phase's average rate so far (``None`` while unknown)."""
+        """Seconds left at the phase's average rate so far (``None`` while unknown): what is left
+        of the episodes at their rate, or, when the runner knows every episode's turn limit, what
+        is left of that turn budget at the turn rate, whichever is sooner. Both over-estimate, in
+        different runs: lock-step episodes tend to end together near the end (few episodes done
+        until then), while episodes that end before their limit leave turns of the budget unplayed.
+        """
         with self._lock:
             if self.total is None:
                 return None
@@ -312,10 +322,15 @@ class Progress:
             if left <= 0:
                 return 0.0
             elapsed = (self._clock() if now is None else now) - self._t0
-            finished = self.done - self._start_done
-            if finished <= 0 or elapsed <= 0:
+            if elapsed <= 0:
                 return None
-            return left * elapsed / finished
+            finished = self.done - self._start_done
+            estimates = []
+            if finished > 0:
+                estimates.append(left * elapsed / finished)
+            if self.turns_left is not None and self.turns:
+                estimates.append(self.turns_left * elapsed / self.turns)
+            return min(estimates) if estimates else None
 
     def line(self, now: float | None = None, *, final: bool = False) -> str:
         """The text shown for the current phase."""

@@ -330,8 +330,10 @@ class Runner:
         on_progress: called after every turn (and once when play starts) with keyword running
             totals: ``done`` (episodes recorded, those of a resumed folder included), ``total``
             (episodes of the run), ``live`` (episodes under way), ``turns`` (turns played this
-            session) and ``tokens`` (completion tokens the agent produced this session, where it
-            reports them). :meth:`envgym.progress.Progress.update` takes exactly these.
+            session), ``tokens`` (completion tokens the agent produced this session, where it
+            reports them) and, in lock-step mode, ``turns_left`` (the turns still to play at most,
+            from every episode's turn limit; ``None`` when an episode has only the environment's
+            own). :meth:`envgym.progress.Progress.update` takes exactly these.
     """
 
     def __init__(
@@ -496,8 +498,12 @@ class Runner:
             member=task.member,
             started_at=utc_timestamp(),
         )
-        max_turns = task.max_turns if task.max_turns is not None else self.config.max_turns
-        return _Live(index, slot, traj, self._task_kind[index], max_turns)
+        return _Live(index, slot, traj, self._task_kind[index], self._turn_limit(index))
+
+    def _turn_limit(self, index: int) -> int | None:
+        """The harness turn limit of task ``index`` (``None``: only the environment's own)."""
+        task = self.tasks[index]
+        return task.max_turns if task.max_turns is not None else self.config.max_turns
 
     def _reset_request(self, live: _Live, want_sample: bool) -> ResetRequest:
         return ResetRequest(live.slot, live.traj.seed, None, want_sample, live.kind)
@@ -737,12 +743,26 @@ class Runner:
         want = agent.wants_sample_action
         played = {"turns": 0, "tokens": 0}  # this session's, for on_progress
 
+        limits = [self._turn_limit(i) for i in range(len(self.tasks))]
+        budgeted = all(limit is not None for limit in limits)
+
         def report() -> None:
             if self.on_progress is not None:
                 with self._lock:
                     done = len(self._done)
+                # Turns still to play at most (every episode's turn limit), for the ETA.
+                left = None
+                if budgeted:
+                    left = sum(limits[i] for i in pending) + sum(
+                        max(0, limits[item.index] - len(item.traj.turns)) for item in live.values()
+                    )
                 self.on_progress(
-                    done=done, total=len(self.tasks), live=len(live), turns=played["turns"], tokens=played["tokens"]
+                    done=done,
+                    total=len(self.tasks),
+                    live=len(live),
+                    turns=played["turns"],
+                    tokens=played["tokens"],
+                    turns_left=left,
                 )
 
         def handle(failed: list[tuple[_Live, str | None, str | None]]) -> None:

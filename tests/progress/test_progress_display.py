@@ -186,3 +186,22 @@ def test_ticker_writes_lines_while_no_update_comes() -> None:
     progress.close()
     assert written.is_set()
     assert stream.getvalue().startswith("update 1/1: rollout  0/4 episodes (0%)  0:12  ETA ?")
+
+
+def test_eta_takes_the_sooner_of_the_episode_and_turn_budget_estimates() -> None:
+    now = [100.0]
+    progress = Progress(io.StringIO(), enabled=True, clock=lambda: now[0], tick_s=None)  # type: ignore[arg-type]
+    progress.start("run", 40)
+    now[0] = 200.0
+    # Lock-step: 5 of 40 episodes done after 100 s (35 left: 700 s at that rate), but 120 of at
+    # most 370 turns played (250 left: about 208 s at that rate).
+    progress.update(done=5, turns=120, turns_left=250)
+    assert progress.eta() == pytest.approx(250 * 100 / 120)
+    # Episodes ending early make the episode estimate the sooner one.
+    progress.update(done=30, turns=150, turns_left=220)
+    assert progress.eta() == pytest.approx(10 * 100 / 30)
+    # Without a turn budget (an environment's own limit only): episodes alone.
+    progress.start("run", 10)
+    now[0] = 250.0
+    progress.update(done=5, turns=40)
+    assert progress.eta() == pytest.approx(50.0)

@@ -47,6 +47,11 @@ def test_runner_reports_running_totals(mode: str) -> None:
     config = RunConfig(env_id=ENV, episodes=12, num_envs=4, max_turns=6, mode=mode)
     result = Runner(config, Walker(), on_progress=record(calls, threading.Lock())).run()
     turns = sum(len(t.turns) for t in result.trajectories)
+    if mode == "lockstep":  # the turn budget left (every episode's limit of 6), for the ETA
+        budget = [c.pop("turns_left") for c in calls]
+        assert budget[0] == 12 * 6 and budget[-1] == 0
+        assert all(after <= before for before, after in itertools.pairwise(budget))
+        assert all(b <= 12 * 6 - c["turns"] for b, c in zip(budget, calls, strict=True))
     assert calls[0] == {"done": 0, "total": 12, "live": 0, "turns": 0, "tokens": 0}
     if mode == "lockstep":  # the first batch is live before its first agent call
         assert calls[1] == {"done": 0, "total": 12, "live": 4, "turns": 0, "tokens": 0}
@@ -63,6 +68,7 @@ def test_runner_counts_a_resumed_folder_as_done(tmp_path: Path) -> None:
     config = RunConfig(env_id=ENV, episodes=5, num_envs=2, max_turns=3)  # 3 more into the same folder
     result = Runner(config, Walker(), out=tmp_path, on_progress=record(calls, threading.Lock())).run()
     played = sum(len(t.turns) for t in result.trajectories[2:])
+    assert [c.pop("turns_left") for c in (calls[0], calls[-1])] == [3 * 3, 0]  # only the 3 episodes to play
     assert calls[0] == {"done": 2, "total": 5, "live": 0, "turns": 0, "tokens": 0}
     assert calls[-1] == {"done": 5, "total": 5, "live": 0, "turns": played, "tokens": 3 * played}
 

@@ -87,7 +87,7 @@ def test_a_training_run_reports_rollout_optimisation_and_evaluation(tmp_path: Pa
         return [c for p, u, c in events if (p, u) == (phase, update)][-1]
 
     # rollout: 2 groups x 3 episodes of 2 turns, 2 tokens per reply
-    assert last("rollout", 1) == {"done": 6, "total": 6, "live": 0, "turns": 12, "tokens": 24}
+    assert last("rollout", 1) == {"done": 6, "total": 6, "live": 0, "turns": 12, "tokens": 24, "turns_left": 0}
     rollout = [c for p, _, c in events if p == "rollout"]
     assert rollout[0]["done"] == 0 and max(c["live"] for c in rollout) == 6
     # optimisation: 12 turn sequences, micro-batches of 5 -> 3 per pass, 2 passes
