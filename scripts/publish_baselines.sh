@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# Rebuild the published baseline entries of the core-v1 leaderboard under leaderboards/:
-#   leaderboards/core-v1/<run date>_<agent>.envgym.jsonl.gz   the bundles of random, oracle and
-#                                                             hf:smollm2, each verified by replay
+# Rebuild the published baseline entries of a suite's leaderboard under leaderboards/:
+#   leaderboards/<suite>/<run date>_<agent>.envgym.jsonl.gz   the bundles of the baseline agents,
+#                                                             each verified by replay
 #   leaderboards/site/                                        a static export of a board built
-#                                                             from those bundles only (generated
-#                                                             output: git ignores it)
-# The bench runs are the main job's (runs/main/core-v1/<agent>, see scripts/run.sh): a finished
-# run is reused as it is, a missing or unfinished one is run or resumed here. Bundles are
-# deterministic (the same run gives the same file), so re-running this script changes nothing
-# but the site's submission times.
+#                                                             from every published bundle of every
+#                                                             suite (generated output: git ignores it)
+# The bench runs are kept under $ENVGYM_RUNS/<suite>/<agent> (for core-v1 the main job's, see
+# scripts/run.sh): a finished run is reused as it is, a missing or unfinished one is run or
+# resumed here. Bundles are deterministic (the same run gives the same file), so re-running this
+# script changes nothing but the site's submission times.
 #
-# Settings (environment): ENVGYM_RUNS (default runs/main), ENVGYM_TEXT_CAP (characters kept of
-# each observation and completion in the published bundles, default 600).
+# Settings (environment): ENVGYM_SUITE (default core-v1), ENVGYM_AGENTS (default
+# "random oracle hf:smollm2" for core-v1, "random oracle" for other suites), ENVGYM_RUNS (default
+# runs/main), ENVGYM_TEXT_CAP (characters kept of each observation and completion in the
+# published bundles, default 600). E.g. ENVGYM_SUITE=webshop-v1 bash scripts/publish_baselines.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SUITE=core-v1
+SUITE="${ENVGYM_SUITE:-core-v1}"
+if [ "$SUITE" = core-v1 ]; then default_agents="random oracle hf:smollm2"; else default_agents="random oracle"; fi
+read -r -a AGENTS <<<"${ENVGYM_AGENTS:-$default_agents}"
 RUNS="${ENVGYM_RUNS:-runs/main}"
 TEXT_CAP="${ENVGYM_TEXT_CAP:-600}"
 PUBLISHED="leaderboards/$SUITE"
@@ -32,7 +36,7 @@ fi
 source scripts/_agents.sh
 
 mkdir -p "$PUBLISHED"
-for spec in random oracle hf:smollm2; do
+for spec in "${AGENTS[@]}"; do
   run="$RUNS/$SUITE/$(slug "$spec")"
   echo "== $spec ($run)"
   "$EG" bench run "$SUITE" --agent "$spec" --out "$run" >/dev/null  # reuse, resume or run
@@ -47,11 +51,12 @@ for spec in random oracle hf:smollm2; do
   echo "   verified by replay: $bundle"
 done
 
-# A board built from the published bundles alone (a fresh database), exported as static files.
+# A board built from the published bundles alone (a fresh database, every suite's), exported as
+# static files.
 db="$RUNS/publish/leaderboard.db"
 rm -f "$db" "$db-wal" "$db-shm"
 mkdir -p "$(dirname "$db")"
-for bundle in "$PUBLISHED"/*.envgym.jsonl.gz; do
+for bundle in leaderboards/*/*.envgym.jsonl.gz; do
   "$EG" leaderboard submit "$bundle" --db "$db" >/dev/null
 done
 "$EG" leaderboard list --db "$db" --suite "$SUITE"

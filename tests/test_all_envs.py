@@ -27,5 +27,5 @@ def test_registered_env_passes_contract(spec: envgym.EnvSpec) -> None:
 
 def test_the_registry_spans_the_families() -> None:
     families = {s.family for s in SPECS}
-    assert {"games", "household"} <= families
+    assert {"games", "household", "webshop"} <= families
     assert len(SPECS) >= 40

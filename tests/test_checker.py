@@ -100,3 +100,24 @@ def test_named_checks_run_on_their_own() -> None:
     assert report.checks == ["step_before_reset", "reset_info", "bad_input_fuzz", "max_turns", "pickle_roundtrip"]
     with pytest.raises(EnvContractError, match=r"\[fuzz\]"):
         check_bad_inputs(RaisingEnv(), "raising", 0, CheckReport("raising"))
+
+
+class _CountedGuess(GuessEnv):
+    """GuessEnv that counts the live instances (an env holding a browser or a sandbox would leak it)."""
+
+    live: set[int] = set()  # noqa: RUF012 - shared on purpose: every instance the checker makes
+
+    def reset(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        _CountedGuess.live.add(id(self))
+        return super().reset(*args, **kwargs)
+
+    def close(self) -> None:
+        _CountedGuess.live.discard(id(self))
+        super().close()
+
+
+def test_the_checker_closes_every_environment_it_makes() -> None:
+    register(EnvSpec(id="envgymtest/CountedGuess-v0", entry_point=f"{__name__}:_CountedGuess", family="test"))
+    _CountedGuess.live.clear()
+    check_env("envgymtest/CountedGuess-v0")
+    assert _CountedGuess.live == set()  # the twins of the determinism check included

@@ -21,6 +21,7 @@ from envgym.cli._leaderboard import leaderboard_app
 from envgym.cli._play import play_command
 from envgym.cli._run import run_all_command, run_command
 from envgym.cli._train import train_command
+from envgym.cli._webshop import webshop_app
 
 __all__ = ["app", "main"]
 
@@ -59,6 +60,7 @@ app.command("run-all")(run_all_command)
 app.add_typer(bench_app, name="bench")
 app.command("train")(train_command)
 app.add_typer(leaderboard_app, name="leaderboard")
+app.add_typer(webshop_app, name="webshop")
 
 
 def main() -> None:

@@ -216,7 +216,11 @@ def check_aec_determinism(
     first = []
     for seed in seeds:
         a = _aec_rollout(env, seed, max_steps)
-        b = _aec_rollout(factory(), seed, max_steps)
+        twin = factory()
+        try:
+            b = _aec_rollout(twin, seed, max_steps)
+        finally:
+            twin.close()
         if len(a) != len(b):
             raise fail("determinism", f"{env_id} seed={seed}: rollouts had {len(a)} and {len(b)} steps.")
         for i, (x, y) in enumerate(zip(a, b)):
@@ -395,7 +399,11 @@ def check_parallel_determinism(
     first = []
     for seed in seeds:
         a = _parallel_rollout(env, seed, max_steps)
-        b = _parallel_rollout(factory(), seed, max_steps)
+        twin = factory()
+        try:
+            b = _parallel_rollout(twin, seed, max_steps)
+        finally:
+            twin.close()
         if len(a) != len(b):
             raise fail("determinism", f"{env_id} seed={seed}: rollouts had {len(a)} and {len(b)} steps.")
         for i, (x, y) in enumerate(zip(a, b)):

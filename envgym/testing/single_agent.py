@@ -146,7 +146,11 @@ def check_determinism(
     first_obs = []
     for seed in seeds:
         a = scripted_rollout(env, seed, steps, action_seed=seed)
-        b = scripted_rollout(factory(), seed, steps, action_seed=seed)
+        twin = factory()
+        try:
+            b = scripted_rollout(twin, seed, steps, action_seed=seed)
+        finally:
+            twin.close()  # a twin holding a browser or a sandbox must give it back
         if len(a) != len(b):
             raise fail("determinism", f"{env_id} seed={seed}: rollouts had {len(a)} and {len(b)} transitions.")
         for i, (x, y) in enumerate(zip(a, b)):

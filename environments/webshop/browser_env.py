@@ -1,0 +1,336 @@
+"""envgym/WebShop-Browser-v0: the WebShop store served over HTTP and driven in a real Chromium."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import random
+import threading
+import urllib.request
+from typing import Any, ClassVar
+
+import numpy as np
+from envgym.environments.webshop.catalogue import Catalogue, Goal
+from envgym.environments.webshop.env import DIAGNOSTIC_COMPONENTS, SEARCH_TEMPLATE, WebShopEnv, shared_store
+from envgym.environments.webshop.pages import ActionError, parse_action
+from envgym.environments.webshop.server import ServerHandle, WebShopSite, start_in_thread
+
+from envgym.core import InvalidAction, Task, TextEnv, Transition
+from envgym.errors import InvalidKwargsError, MissingDependencyError, NotAvailableError
+
+try:  # only screenshots need it
+    from PIL import Image
+except ImportError:  # pragma: no cover - pillow comes with envgym[webshop]
+    Image = None
+
+__all__ = ["CHROMIUM", "WebShopBrowserEnv"]
+
+logger = logging.getLogger(__name__)
+
+#: The browser Playwright drives: Debian's Chromium (the project's setup installs it).
+CHROMIUM = "/usr/bin/chromium"
+
+_SERVERS: dict[tuple[str, str | None], ServerHandle] = {}
+_LOCK = threading.Lock()
+# Playwright's sync API allows one driver per thread, so the env instances of a worker thread
+# share one Chromium (one browser per worker), each episode in its own context. The browser and
+# the driver stop when the last env using them closes.
+_BROWSERS: dict[tuple[int, bool], list[Any]] = {}  # (thread, headless) -> [playwright, browser, users]
+
+
+def _acquire_browser(headless: bool) -> Any:
+    key = (threading.get_ident(), headless)
+    entry = _BROWSERS.get(key)
+    if entry is None or not entry[1].is_connected():
+        from playwright.sync_api import sync_playwright
+
+        if entry is not None:  # the browser died (killed, crashed): start afresh
+            _stop(entry)
+        playwright = sync_playwright().start()
+        try:
+            browser = playwright.chromium.launch(
+                executable_path=CHROMIUM, headless=headless, args=["--no-sandbox", "--disable-gpu"]
+            )
+        except Exception:
+            playwright.stop()
+            raise
+        entry = _BROWSERS[key] = [playwright, browser, 0]
+    entry[2] += 1
+    return entry[1]
+
+
+def _stop(entry: list[Any]) -> None:
+    for closer in (entry[1].close, entry[0].stop):
+        try:
+            closer()
+        except Exception as err:  # noqa: BLE001 - a dead browser or driver is already what we want
+            logger.debug("ignored while stopping the browser: %r", err)
+
+
+def _release_browser(headless: bool) -> None:
+    key = (threading.get_ident(), headless)
+    entry = _BROWSERS.get(key)
+    if entry is None:
+        return
+    entry[2] -= 1
+    if entry[2] <= 0:
+        del _BROWSERS[key]
+        _stop(entry)
+
+
+# One round trip reads what a step needs: the visible text, the clickables (every clickable on
+# the site is an <a> with one of these classes), whether the search box is there, the page kind.
+_READ_JS = """() => ({
+    text: document.body.innerText,
+    clickables: Array.from(document.querySelectorAll('a.btn, a.product-link, a.option'))
+        .map(a => a.textContent.trim().toLowerCase()),
+    search: document.querySelector('#search_input') !== null,
+    kind: document.body.dataset.page || '',
+})"""
+
+
+def _site_server(catalogue: Catalogue | None, size: int, seed: int, cache_dir: str | None) -> ServerHandle:
+    """One in-process server per catalogue and process (a daemon thread on a free loopback port)."""
+    store = shared_store(catalogue, size=size, seed=seed, cache_dir=cache_dir)
+    key = (store.catalogue.fingerprint, cache_dir)
+    with _LOCK:
+        handle = _SERVERS.get(key)
+        if handle is None or not handle.thread.is_alive():
+            handle = _SERVERS[key] = start_in_thread(WebShopSite(store, (0, store.catalogue.n_goals())))
+    return handle
+
+
+class WebShopBrowserEnv(TextEnv):
+    """WebShop in a real browser: the same store served over HTTP, driven by Playwright + Chromium.
+
+    **Description.** The goals, catalogue, search, pages and reward of ``envgym/WebShop-v0``
+    (see its card), but every page is fetched from the store's web server (FastAPI + uvicorn on
+    127.0.0.1: the ``envgym webshop serve`` app, started in a thread of this process on a free
+    port, or an existing one given by ``server_url``) and rendered by Debian's Chromium
+    (``/usr/bin/chromium``; Playwright never downloads a browser). One browser per worker (the
+    env instances of a thread share it: Playwright's sync API allows one driver per thread),
+    launched at the first reset; a fresh browser context (no cookies, no cache) and a new server
+    session per episode. ``close()`` closes the env's context, and the last env to close stops the
+    browser and the Playwright driver, Chromium's processes with them; if the process dies,
+    Playwright's driver takes the browser down with it (both are tested).
+
+    **Observation.** The page's visible text (``document.body.innerText``: the same elements as
+    the text env's ``text_rich`` lines, without button markers), after the score line on the done
+    page. With ``screenshot=True``, ``info["screenshot"]`` holds the page as an RGB ``numpy``
+    array (height x width x 3, uint8).
+
+    **Actions.** The text env's grammar, mapped to the browser: ``search[<query>]`` types the
+    query into the search box and submits the form; ``click[<text>]`` clicks the link or button
+    whose text is ``<text>`` (case-insensitive). ``info["admissible_actions"]`` is read from the
+    page. Anything else is an invalid step with feedback (the page is unchanged).
+
+    **Reward components.** As ``envgym/WebShop-v0`` (``webshop_reward`` and its terms), read
+    from the server's record of the purchase (``GET /api/sessions/<id>``): the same action
+    sequence gives the same rewards in both envs (tested).
+
+    **Episode end.** As ``envgym/WebShop-v0``: ``click[buy now]`` terminates, ``max_turns``
+    (default 15) truncates.
+
+    **Arguments.** ``catalogue_size``, ``catalogue_seed``, ``catalogue``, ``cache_dir``,
+    ``split`` (as the text env); ``server_url``: drive an already running store (``envgym webshop
+    serve``; it must serve the same catalogue); ``screenshot``: add screenshots to ``info``;
+    ``headless`` (default ``True``); ``timeout_ms``: per navigation (default 15,000); the common
+    ``TextEnv`` arguments.
+
+    **Version history.** v0: first release.
+    """
+
+    # The text env's name: the same seeds draw the same goals, and the oracle solver plays both.
+    name: ClassVar[str] = "webshop"
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4, "picklable": False}
+    reward_components: ClassVar[tuple[str, ...]] = WebShopEnv.reward_components
+    default_max_turns: ClassVar[int] = 15
+    splits: ClassVar[tuple[str, ...]] = ("train", "dev", "test")
+
+    def __init__(
+        self,
+        *,
+        catalogue_size: int = 10_000,
+        catalogue_seed: int = 0,
+        catalogue: Catalogue | None = None,
+        cache_dir: str | None = None,
+        server_url: str | None = None,
+        screenshot: bool = False,
+        headless: bool = True,
+        timeout_ms: int = 15_000,
+        max_turns: int | None = None,
+        invalid_limit: int | None = None,
+        invalid_penalty: float = 0.0,
+        step_cost: float = 0.0,
+        reward: Any = None,
+        split: str = "train",
+        render_mode: str | None = None,
+    ) -> None:
+        if reward is None:
+            reward = dict.fromkeys(DIAGNOSTIC_COMPONENTS, 0.0)
+        super().__init__(
+            max_turns=max_turns,
+            invalid_limit=invalid_limit,
+            invalid_penalty=invalid_penalty,
+            step_cost=step_cost,
+            reward=reward,
+            split=split,
+            render_mode=render_mode,
+        )
+        if not isinstance(timeout_ms, int) or timeout_ms < 100:
+            raise InvalidKwargsError(f"timeout_ms must be an integer >= 100, got {timeout_ms!r}.")
+        try:
+            import playwright.sync_api  # noqa: F401  - fail at make(), before any episode
+        except ImportError as err:
+            raise MissingDependencyError("playwright", "webshop", "envgym/WebShop-Browser-v0") from err
+        if not os.path.exists(CHROMIUM):
+            raise NotAvailableError(
+                f"envgym/WebShop-Browser-v0 drives Debian's Chromium at {CHROMIUM}, which is missing: "
+                "install it with `apt-get install chromium` (the project's scripts/setup.sh does)."
+            )
+        # The goal draw is the text env's (same seeds, same goals): a text twin does the drawing.
+        self._text = WebShopEnv(
+            catalogue_size=catalogue_size,
+            catalogue_seed=catalogue_seed,
+            catalogue=catalogue,
+            cache_dir=cache_dir,
+            split=split,
+        )
+        self.catalogue = self._text.catalogue
+        if server_url is None:
+            self.server_url = _site_server(catalogue, catalogue_size, catalogue_seed, cache_dir).url
+        else:
+            self.server_url = server_url.rstrip("/")
+        if screenshot and Image is None:
+            raise MissingDependencyError("pillow", "webshop", "WebShop-Browser-v0 screenshots")
+        self.screenshot = bool(screenshot)
+        self.headless = bool(headless)
+        self.timeout_ms = timeout_ms
+        self.goal: Goal | None = None
+        self.session = ""
+        self._browser: Any = None
+        self._context: Any = None
+        self._page: Any = None
+        self._text_cache = ""
+        self._clickables: list[str] = []
+        self._has_search = False
+
+    # ------------------------------------------------------------------ browser
+    def _ensure_browser(self) -> None:
+        if self._browser is not None and not self._browser.is_connected():
+            self._browser = None  # it died: take a fresh one (and drop our hold on the dead one)
+            _release_browser(self.headless)
+        if self._browser is None:
+            self._browser = _acquire_browser(self.headless)
+
+    def _new_context(self) -> None:
+        if self._context is not None:
+            try:
+                self._context.close()
+            except Exception as err:  # noqa: BLE001 - the old context's browser may be gone
+                logger.debug("ignored while closing a context: %r", err)
+        self._context = self._browser.new_context(viewport={"width": 1000, "height": 800})
+        self._context.set_default_timeout(self.timeout_ms)
+        self._page = self._context.new_page()
+
+    def _api(self, method: str, path: str) -> dict[str, Any]:
+        request = urllib.request.Request(self.server_url + path, method=method)
+        with urllib.request.urlopen(request, timeout=self.timeout_ms / 1000) as response:
+            return json.loads(response.read())
+
+    def _read_page(self) -> str:
+        state = self._page.evaluate(_READ_JS)
+        self._text_cache = str(state["text"]).strip()
+        self._clickables = list(dict.fromkeys(state["clickables"]))
+        self._has_search = bool(state["search"])
+        return str(state["kind"])
+
+    # ------------------------------------------------------------------ TextEnv hooks
+    def _generate(self, rng: random.Random, options: dict[str, Any] | None) -> Task:
+        task = self._text._generate(rng, options)
+        self.goal = self._text.goal
+        assert self.goal is not None
+        self.session = self._api("POST", f"/api/sessions?goal={self.goal.index}")["session"]
+        self._ensure_browser()
+        self._new_context()
+        self._page.goto(f"{self.server_url}/{self.session}", wait_until="domcontentloaded")
+        self._read_page()
+        return task
+
+    def _intro(self) -> str:
+        return ""
+
+    def _observe(self) -> str:
+        return self._text_cache
+
+    def _parse(self, text: str) -> tuple[str, str]:
+        try:
+            return parse_action(text)
+        except ActionError as err:
+            raise InvalidAction(str(err)) from None
+
+    def _apply(self, action: tuple[str, str]) -> Transition:
+        name, arg = action
+        page = self._page
+        if name == "search":
+            if not self._has_search:
+                raise InvalidAction("there is no search bar on this page: click[back to search] first.")
+            if not arg:
+                raise InvalidAction("search needs words: search[<query>].")
+            page.fill("#search_input", arg)
+            with page.expect_navigation(wait_until="domcontentloaded"):
+                page.click("#search-button")
+        else:
+            label = arg.lower()
+            if not label or label not in self._clickables:
+                listed = ", ".join(self._clickables[:12]) + (", ..." if len(self._clickables) > 12 else "")
+                raise InvalidAction(f"nothing to click called {arg!r} here; clickable: {listed or 'nothing'}.")
+            anchors = page.locator("a.btn, a.product-link, a.option")
+            texts = anchors.evaluate_all("els => els.map(a => a.textContent.trim().toLowerCase())")
+            with page.expect_navigation(wait_until="domcontentloaded"):
+                anchors.nth(texts.index(label)).click()  # a real click on the first link with that text
+        if self._read_page() != "done":
+            return Transition(self._text_cache)
+        state = self._api("GET", f"/api/sessions/{self.session}")
+        components = {k: float(v) for k, v in state["components"].items()}
+        return Transition(self._text_cache, components, terminated=True, success=bool(state["success"]))
+
+    def admissible_actions(self) -> list[str]:
+        clicks = [f"click[{c}]" for c in self._clickables]
+        return [SEARCH_TEMPLATE, *clicks] if self._has_search else clicks
+
+    def sample_action(self, rng: random.Random) -> str:
+        actions = self.admissible_actions()
+        if not actions:
+            return "click[buy now]"
+        action = rng.choice(actions)
+        return self._text.sample_action(rng) if action == SEARCH_TEMPLATE else action
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        result = super().step(action)
+        if self.screenshot and self._page is not None:
+            result[4]["screenshot"] = self._screenshot()
+        return result
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        obs, info = super().reset(seed=seed, options=options)
+        if self.screenshot:
+            info["screenshot"] = self._screenshot()
+        return obs, info
+
+    def _screenshot(self) -> np.ndarray:
+        png = self._page.screenshot(type="png")
+        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+
+    def close(self) -> None:
+        super().close()
+        if self._context is not None:
+            try:
+                self._context.close()
+            except Exception as err:  # noqa: BLE001 - closing must not raise (dead browser or driver)
+                logger.debug("ignored while closing: %r", err)
+        if self._browser is not None:
+            _release_browser(self.headless)
+        self._context = self._browser = self._page = None

@@ -1,0 +1,64 @@
+"""The published baselines of the family suites (``leaderboards/<suite>/`` other than core-v1,
+which ``test_leaderboard_published`` covers with its site): each suite publishes its oracle and
+random bundles (``ENVGYM_SUITE=<suite> bash scripts/publish_baselines.sh``), each verifies by replay
+against the installed suite (a replayed reward that differs from the recorded one rejects the
+bundle), and the oracle outscores random."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("sqlalchemy")
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITES = sorted(p.name for p in (ROOT / "leaderboards").iterdir() if p.is_dir() and p.name not in ("core-v1", "site"))
+
+VERIFY = """
+import json, sys
+from envgym.leaderboard.verify import verify_bundle
+out = {}
+for path in sys.argv[1:]:
+    verified = verify_bundle(path)
+    out[path] = {"agent": verified.bundle.manifest["agent"]["spec"], "scores": verified.scores.to_dict()}
+print(json.dumps(out))
+"""
+
+
+def test_the_family_suites_with_an_oracle_publish_their_baselines() -> None:
+    assert "webshop-v1" in SUITES
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("suite_id", SUITES)
+def test_a_suites_published_bundles_verify_by_replay(suite_id: str) -> None:
+    from envgym.bench.suite import load_suite
+    from envgym.leaderboard.bundle import read_bundle
+
+    bundles = sorted((ROOT / "leaderboards" / suite_id).glob("*.envgym.jsonl.gz"))
+    suite = load_suite(suite_id, check_envs=False)
+    agents = set()
+    for path in bundles:
+        manifest = read_bundle(path).manifest
+        agents.add(manifest["agent"]["spec"])
+        assert manifest["suite"]["sha256"] == suite.sha256  # made with the suite as installed
+        assert path.name.endswith(f"_{manifest['agent']['spec'].replace(':', '-')}.envgym.jsonl.gz")
+    assert {"oracle", "random"} <= agents
+    env = {k: v for k, v in os.environ.items() if k != "ENVGYM_BENCHMARKS"}  # the installed suites decide
+    done = subprocess.run(
+        [sys.executable, "-c", VERIFY, *map(str, bundles)],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    replayed = {r["agent"]: r["scores"] for r in json.loads(done.stdout).values()}
+    assert replayed["oracle"]["success_rate"] > replayed["random"]["success_rate"]
+    assert replayed["oracle"]["mean_reward"] > replayed["random"]["mean_reward"]
