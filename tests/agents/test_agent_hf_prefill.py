@@ -24,6 +24,7 @@ from envgym.agents import hf as hf_module
 from envgym.agents.hf import HFAgent, _prefill_buckets
 from floats import ONE_PASS, assert_close_scaled
 
+from envgym.errors import ConfigError
 from envgym.models import tiny_causal_lm
 from envgym.rollout import AgentInput
 
@@ -95,3 +96,72 @@ def test_bucketed_prefill_gives_the_rows_of_one_padded_prefill(
         assert a.token_ids == b.token_ids and a.text == b.text and a.finish_reason == b.finish_reason
         scale = max(1.0, *map(abs, b.logprobs))
         assert_close_scaled(a.logprobs, b.logprobs, dtype=torch.float32, ulps=ONE_PASS, scale=scale)
+
+
+SYSTEM = [
+    "You are an agent acting in Sokoban, a text environment, one turn at a time. Your goal: push the box. "
+    * (1 + i % 3)
+    for i in range(5)
+]
+
+
+def _turn_inputs(turn: int) -> list[AgentInput]:
+    """Five episodes with system messages (three distinct ones, repeated) and one without."""
+    inputs = [
+        AgentInput(
+            f"ep{i}",
+            "envgym/Test-v0",
+            "obs",
+            {},
+            turn,
+            (
+                {"role": "system", "content": SYSTEM[i % 3]},
+                {"role": "user", "content": f"Observation {turn} of episode {i}. " * (1 + i + 2 * turn)},
+            ),
+        )
+        for i in range(5)
+    ]
+    inputs.append(AgentInput("plain", "envgym/Test-v0", "obs", {}, turn, ({"role": "user", "content": "hi " * 40},)))
+    return inputs
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": 0.0}, {"temperature": 1.0}])
+def test_cached_system_turns_give_the_replies_of_whole_prompt_prefills(kwargs: dict[str, Any]) -> None:
+    model, tokenizer = tiny_causal_lm(seed=0)
+
+    def play(prefix_cache: int) -> tuple[list[list[Any]], list[int], HFAgent]:
+        agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=6, prefix_cache=prefix_cache, **kwargs)
+        for i in range(5):
+            agent.start_episode(f"ep{i}", "envgym/Test-v0", 30 + i)
+        agent.start_episode("plain", "envgym/Test-v0", 99)
+        widths: list[int] = []
+        forward = agent._forward
+
+        def counting(input_ids: Any, *args: Any) -> Any:
+            widths.append(input_ids.shape[1])
+            return forward(input_ids, *args)
+
+        agent._forward = counting  # type: ignore[method-assign]
+        return [agent.act(_turn_inputs(turn)) for turn in range(3)], widths, agent
+
+    cached, cached_widths, agent = play(256)
+    whole, whole_widths, _ = play(0)
+    assert len(agent._prefixes) == 3  # one entry per distinct system turn, kept across turns
+    # Fewer prompt positions computed: the system turns are prefilled once, not every turn.
+    assert sum(cached_widths) < sum(whole_widths)
+    for turn_cached, turn_whole in zip(cached, whole, strict=True):
+        for a, b in zip(turn_cached, turn_whole, strict=True):
+            assert a.token_ids == b.token_ids and a.prompt_token_ids == b.prompt_token_ids
+            scale = max(1.0, *map(abs, b.logprobs))
+            assert_close_scaled(a.logprobs, b.logprobs, dtype=torch.float32, ulps=ONE_PASS, scale=scale)
+    agent.reset()
+    assert not agent._prefixes
+
+
+def test_the_prefix_cache_keeps_the_most_recently_used() -> None:
+    model, tokenizer = tiny_causal_lm(seed=0)
+    agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=2, prefix_cache=2)
+    agent.act(_turn_inputs(0))  # three distinct system turns, room for two
+    assert len(agent._prefixes) == 2
+    with pytest.raises(ConfigError, match="prefix_cache must be an int >= 0"):
+        HFAgent(model_obj=model, tokenizer=tokenizer, prefix_cache=-1)
