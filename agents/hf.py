@@ -28,6 +28,11 @@ trainer relies on:
   With temperature 1 and no truncation the two lists agree. ``extra["sampling"]`` records the
   temperature, top_k and top_p used.
 
+Prefill, the bulk of a call's time on a CPU, is kept small: prompts of similar length prefill
+together and their caches are stacked for one decoding batch (:meth:`HFAgent._prefill`), and the
+system turn that starts every prompt of an episode is prefilled once and its KV reused
+(``prefix_cache``, :meth:`HFAgent._prefill_with_prefixes`).
+
 Sampling uses the exponential race (Gumbel-max trick): see :func:`sample_next_tokens`.
 Generators live on the model's device, so CPU and GPU runs of the same seeds draw different
 numbers.
