@@ -18,6 +18,7 @@ page), the page text (``text`` or ``text_rich`` mode) and ``info["admissible_act
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 from typing import Any
 
 from envgym.rollout import Policy
@@ -45,8 +46,26 @@ def parse_instruction(goal: str) -> tuple[str, float | None]:
     return goal[: m.start()].strip(), float(m.group(1))
 
 
+class _Texts(HTMLParser):
+    """The text of an ``html`` observation, one piece per element, in page order."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.texts: list[str] = []
+
+    def handle_data(self, data: str) -> None:
+        if data.strip():
+            self.texts.append(data.strip())
+
+
 def parse_page(observation: str) -> list[str]:
-    """The page's elements in order, for ``text`` (``[SEP]``) and ``text_rich`` (lines) modes."""
+    """The page's elements in order, for ``text`` (``[SEP]``), ``text_rich`` (lines) and ``html``
+    (element texts) modes."""
+    if observation.lstrip().startswith("<"):
+        texts = _Texts()
+        texts.feed(observation)
+        texts.close()
+        return texts.texts[1:] if texts.texts[:1] == ["WebShop"] else texts.texts  # the <title>
     if " [SEP] " in observation:
         parts = observation.split(" [SEP] ")
     else:

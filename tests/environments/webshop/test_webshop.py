@@ -289,3 +289,13 @@ def test_load_webshop_files_and_play_them(tmp_path: Path) -> None:
             assert env.step(f"click[{value}]")[4]["action_valid"]
         obs, reward, terminated, _, info = env.step("click[buy now]")
         assert terminated and info["success"] and reward == pytest.approx(1.0, abs=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["text_rich", "html"])
+def test_the_oracle_reads_every_observation_mode(cache: str, mode: str) -> None:
+    # The same goals give the same purchases whatever the page looks like.
+    base, other = make(cache, split="test"), make(cache, split="test", observation_mode=mode)
+    for seed in range(15):
+        a = _play(base, seed, Solver("envgym/WebShop-v0", seed).act)
+        b = _play(other, seed, Solver("envgym/WebShop-v0", seed).act)
+        assert b["reward_components"] == a["reward_components"], (mode, seed)
