@@ -116,7 +116,10 @@ class HFAgent(Agent):
         prefix_cache: how many system turns to keep the KV cache of (0: none). A chat prompt
             whose first message is a system message starts with that message's tokens every turn
             of its episode; their keys and values are computed once and reused (about a fifth of
-            a ``core-v1`` prompt). Replies are the same as without it up to float rounding.
+            a ``core-v1`` prompt). Replies are the same as without it up to float rounding. The
+            cached keys and values belong to the weights that computed them: after changing the
+            weights of a live ``model_obj``, call :meth:`reset` (the runner calls it at the start
+            of every run; the trainer builds a new agent for every rollout).
     """
 
     chat = True

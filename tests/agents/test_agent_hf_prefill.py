@@ -165,3 +165,17 @@ def test_the_prefix_cache_keeps_the_most_recently_used() -> None:
     assert len(agent._prefixes) == 2
     with pytest.raises(ConfigError, match="prefix_cache must be an int >= 0"):
         HFAgent(model_obj=model, tokenizer=tokenizer, prefix_cache=-1)
+
+
+def test_reset_drops_keys_and_values_of_old_weights() -> None:
+    model, tokenizer = tiny_causal_lm(seed=0)
+    agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=4, temperature=0.0)
+    before = agent.act(_turn_inputs(1))
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(1.5)  # new weights: the cached system turns are stale now
+    agent.reset()
+    after = agent.act(_turn_inputs(1))
+    fresh = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=4, temperature=0.0).act(_turn_inputs(1))
+    assert [o.token_ids for o in after] == [o.token_ids for o in fresh]
+    assert [o.logprobs for o in after] != [o.logprobs for o in before]
