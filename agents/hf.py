@@ -31,7 +31,7 @@ trainer relies on:
 Prefill, the bulk of a call's time on a CPU, is kept small: prompts of similar length prefill
 together and their caches are stacked for one decoding batch (:meth:`HFAgent._prefill`), and the
 system turn that starts every prompt of an episode is prefilled once and its KV reused
-(``prefix_cache``, :meth:`HFAgent._prefill_with_prefixes`).
+(``prefix_cache``, :meth:`HFAgent._bucketed_prefill`).
 
 Sampling uses the exponential race (Gumbel-max trick): see :func:`sample_next_tokens`.
 Generators live on the model's device, so CPU and GPU runs of the same seeds draw different
@@ -170,9 +170,9 @@ class HFAgent(Agent):
         self.ignore_eos = ignore_eos
         self.prefix_cache = prefix_cache
         # System-turn token ids -> that prefix's KV per layer ((keys, values), batch 1), most
-        # recently used last. See _prefill_with_prefixes.
+        # recently used last. See _bucketed_prefill.
         self._prefixes: collections.OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = collections.OrderedDict()
-        self._prefix_caching = True  # turned off for good when the model's cache cannot be taken apart
+        self._splittable = True  # turned off for good when the model's cache cannot be taken apart
         self._sampling = {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
         if model_obj is None:
             self.model, loaded_tokenizer = load_causal_lm(self.model_spec, device=device, dtype=dtype)
@@ -266,7 +266,7 @@ class HFAgent(Agent):
         messages = item.messages
         if (
             not self.prefix_cache
-            or not self._prefix_caching
+            or not self._splittable
             or len(messages) < 2
             or messages[0].get("role") != "system"
             or not getattr(self.tokenizer, "chat_template", None)
@@ -368,57 +368,39 @@ class HFAgent(Agent):
         return out.logits[:, -1, :].float(), getattr(out, self._cache_name)
 
     def _prefill(self, rows: list[_Row]) -> tuple[Any, Any, Any, Any]:
-        """Run the prompts of ``rows`` (sorted by length) through the model: the last position's
-        logits, the KV cache, the attention mask and the position ids, all left-padded to the
-        longest prompt.
+        """Run the prompts of ``rows`` (sorted by the length past their cached prefix) through the
+        model: the last position's logits, the KV cache, the attention mask and the position ids
+        of the decoding batch.
 
         Prompts of similar length are run together (:func:`_prefill_buckets`), so a batch that
-        mixes 250- and 600-token prompts does not compute 600 positions for each; the buckets'
-        caches are then left-padded and stacked into one cache, and decoding goes on in one batch
-        (a decoding step costs about the same for 8 rows as for 40: it reads every weight once).
-        Padded positions are masked either way, so each row's numbers are those of the single
-        padded forward pass up to float rounding. Caches this cannot take apart (not a plain
-        ``DynamicCache``) fall back to the single pass.
+        mixes 250- and 600-token prompts does not compute 600 positions for each, and system
+        turns already cached are not run again (:meth:`_bucketed_prefill`); decoding then goes on
+        in one batch (a decoding step costs about the same for 8 rows as for 40: it reads every
+        weight once). Padded positions are masked, so each row's numbers are those of one padded
+        forward pass over the whole prompts, up to float rounding. That single pass is also what
+        runs when there is nothing to split, or when the model's cache cannot be taken apart
+        (not a plain ``DynamicCache``).
         """
-        if self._prefix_caching and any(row.prefix for row in rows):
-            done = self._prefill_with_prefixes(rows)
+        suffixes = [len(row.prompt) - row.prefix for row in rows]
+        if self._splittable and (any(row.prefix for row in rows) or len(_prefill_buckets(suffixes)) > 1):
+            done = self._bucketed_prefill(rows)
             if done is not None:
                 return done
         torch = self._torch
-        device = self.device
-        lengths = [len(row.prompt) for row in rows]
-        width = max(lengths)
+        width = max(len(row.prompt) for row in rows)
+        ids = torch.full((len(rows), width), self._pad_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, row in enumerate(rows):
+            ids[r, width - len(row.prompt) :] = torch.tensor(row.prompt, dtype=torch.long)
+            mask[r, width - len(row.prompt) :] = 1
+        ids, mask = ids.to(self.device), mask.to(self.device)
+        # Positions count real tokens only, so a left-padded prompt sees the same positions as alone.
+        positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        logits, cache = self._forward(ids, mask, positions, None)
+        return logits, cache, mask, positions
 
-        def padded(start: int, end: int, to: int) -> tuple[Any, Any, Any]:
-            ids = torch.full((end - start, to), self._pad_id, dtype=torch.long)
-            mask = torch.zeros((end - start, to), dtype=torch.long)
-            for r, row in enumerate(rows[start:end]):
-                ids[r, to - len(row.prompt) :] = torch.tensor(row.prompt, dtype=torch.long)
-                mask[r, to - len(row.prompt) :] = 1
-            ids, mask = ids.to(device), mask.to(device)
-            # Positions count real tokens only, so a left-padded prompt sees the same positions as alone.
-            return ids, mask, (mask.cumsum(-1) - 1).clamp(min=0)
-
-        input_ids, attention_mask, position_ids = padded(0, len(rows), width)
-        buckets = _prefill_buckets(lengths)
-        if len(buckets) > 1:
-            logits_parts, layer_parts = [], []
-            for start, end in buckets:
-                ids, mask, positions = padded(start, end, max(lengths[start:end]))
-                part_logits, part_cache = self._forward(ids, mask, positions, None)
-                layers = _cache_layers(part_cache)
-                if layers is None:
-                    break
-                logits_parts.append(part_logits)
-                layer_parts.append(layers)
-            else:
-                cache = self._stacked_cache(layer_parts, width)
-                return torch.cat(logits_parts, dim=0), cache, attention_mask, position_ids
-        logits, cache = self._forward(input_ids, attention_mask, position_ids, None)
-        return logits, cache, attention_mask, position_ids
-
-    def _prefill_with_prefixes(self, rows: list[_Row]) -> tuple[Any, Any, Any, Any] | None:
-        """:meth:`_prefill` reusing the KV of the rows' system turns (``row.prefix`` ids).
+    def _bucketed_prefill(self, rows: list[_Row]) -> tuple[Any, Any, Any, Any] | None:
+        """:meth:`_prefill` in length buckets, reusing the KV of the rows' system turns (``row.prefix`` ids).
 
         Prefixes not cached yet are prefilled first (in length buckets, like prompts) and kept,
         most recently used last, up to ``prefix_cache`` of them. Then each bucket of rows (rows of
@@ -426,7 +408,7 @@ class HFAgent(Agent):
         each row's prefix left-padded to the bucket's longest; a row's attention mask is then
         ``[pad, prefix, pad, suffix]`` and positions count its real tokens only, so every row
         sees what a whole-prompt prefill gives it, up to float rounding. The buckets are stacked
-        as in :meth:`_prefill`. Returns ``None`` (and turns prefix caching off) when the model's
+        left-padded to the longest. Returns ``None`` (and turns this path off) when the model's
         cache cannot be taken apart.
         """
         torch = self._torch
@@ -446,7 +428,7 @@ class HFAgent(Agent):
             _, cache = self._forward(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), None)
             layers = _cache_layers(cache)
             if layers is None:
-                self._prefix_caching = False
+                self._splittable = False
                 return None
             for r, key in enumerate(part):
                 self._prefixes[key] = [
@@ -474,24 +456,21 @@ class HFAgent(Agent):
             ids, mask = ids.to(device), mask.to(device)
             past = None
             if longest_prefix:
-                stacked = []
-                for layer in range(len(next(iter(self._prefixes.values())))):
-                    ks, vs = [], []
-                    for row, key in zip(bucket, keys[start:end], strict=True):
-                        if key:
-                            k, v = self._prefixes[key][layer]
-                        else:  # a row without a prefix: nothing cached, all padding
-                            k = v = next(iter(self._prefixes.values()))[layer][0][:, :, :0]
-                        pad = (0, 0, longest_prefix - row.prefix, 0)
-                        ks.append(functional.pad(k, pad))
-                        vs.append(functional.pad(v, pad))
-                    stacked.append((torch.cat(ks, dim=0), torch.cat(vs, dim=0)))
-                past = self._stacked_cache([stacked], longest_prefix)
+                cached = [self._prefixes[key] if key else None for key in keys[start:end]]
+                template = next(layers for layers in cached if layers is not None)
+                # A row without a prefix contributes an empty prefix: all padding.
+                past = self._stacked_cache(
+                    [
+                        [(k[:, :, :0], v[:, :, :0]) for k, v in template] if layers is None else layers
+                        for layers in cached
+                    ],
+                    longest_prefix,
+                )
             positions = (mask.cumsum(-1) - 1).clamp(min=0)[:, longest_prefix:]
             part_logits, part_cache = self._forward(ids, mask, positions, past)
             layers = _cache_layers(part_cache)
             if layers is None:
-                self._prefix_caching = False
+                self._splittable = False
                 return None
             logits_parts.append(part_logits)
             layer_parts.append(layers)

@@ -16,10 +16,12 @@ CPU) holds every update back; ``tick_s=None`` turns it off (tests drive the cloc
 
 Rates (turns/s, tokens/s) are measured over the last ``window_s`` (30 s) of samples: what the
 run does now, not its average since the start. The ETA divides what is left by the phase's
-average rate since it started: under lock-step batching episodes end in bursts, and a short
-window would make the ETA swing between "soon" and "never".
+average rate since it started (under lock-step batching episodes end in bursts, and a short
+window would make it swing between "soon" and "never"): the episodes left at the episode rate,
+or, when the runner knows every episode's turn limit (``turns_left``), the turns left at the turn
+rate, whichever is sooner (see :meth:`Progress.eta`).
 
-Feeding it: ``progress.update(done=..., total=..., live=..., turns=..., tokens=...)`` with the
+Feeding it: ``progress.update(done=..., total=..., live=..., turns=..., tokens=..., turns_left=...)`` with the
 phase's running totals (any subset; the others keep their last value). That is exactly the
 keyword call :class:`envgym.rollout.Runner`'s ``on_progress`` hook makes, so ``progress.update``
 can be passed as the hook. Every method is thread-safe (the runner's async mode calls back from

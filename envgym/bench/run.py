@@ -275,7 +275,6 @@ def run_suite(
     agent_object: Any = None,
     on_entry: Callable[[str, int, int], None] | None = None,
     on_episode_end: Callable[[str, Trajectory], None] | None = None,
-    on_turns: Callable[[int], None] | None = None,
     on_progress: Callable[..., None] | None = None,
 ) -> BenchRun:
     """Run every entry of ``suite`` with ``agent`` and write the bench run folder.
@@ -292,7 +291,6 @@ def run_suite(
             is still what the run records).
         on_entry: called as ``on_entry(entry name, episodes to play now, episodes in the entry)``.
         on_episode_end: called with the entry name and every episode recorded.
-        on_turns: called with the number of turns just played.
         on_progress: the runner's progress hook (:class:`envgym.rollout.Runner`), over the
             episodes still to play (those already recorded are not in its ``total``).
 
@@ -322,6 +320,8 @@ def run_suite(
     # Validate the harness settings once, before any folder is touched.
     RunConfig(env_id=suite.entries[0].env, agent=agent, agent_options=options, **harness)
     folder = Path(out) if out is not None else default_out(suite, agent)
+    # Checked before the lock file goes in, so a folder that is not ours is left untouched (a lone
+    # lock file is ours: a run killed before it wrote anything).
     if folder.is_dir() and not (folder / BENCH_FILE).exists() and any(p.name != LOCK_FILE for p in folder.iterdir()):
         raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
     # One process at a time writes a bench run folder (a second one stops here, naming the first);
@@ -337,7 +337,6 @@ def run_suite(
             agent_object=agent_object,
             on_entry=on_entry,
             on_episode_end=on_episode_end,
-            on_turns=on_turns,
             on_progress=on_progress,
         )
 
@@ -353,7 +352,6 @@ def _play_suite(
     agent_object: Any,
     on_entry: Callable[[str, int, int], None] | None,
     on_episode_end: Callable[[str, Trajectory], None] | None,
-    on_turns: Callable[[int], None] | None,
     on_progress: Callable[..., None] | None = None,
 ) -> BenchRun:
     """The body of :func:`run_suite` once ``folder`` is locked."""
@@ -385,8 +383,6 @@ def _play_suite(
             )
         meta["created"] = old.get("created", meta["created"])
         meta["resumed"] = utc_now().isoformat(timespec="seconds")
-    elif folder.exists() and any(p.name != LOCK_FILE for p in folder.iterdir()):
-        raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
 
     def recorded(entry_dir: Path, total: int) -> int:
         if not (entry_dir / "episodes.jsonl").exists():
@@ -460,7 +456,7 @@ def _play_suite(
             config = RunConfig(agent=agent, agent_options=options, tasks=tasks, prompt=prompt, **harness)
             agent_obj = agent_object if agent_object is not None else make_agent(agent, seed=0, **options)
             try:
-                Runner(config, agent_obj, on_task_end=file_episode, on_turns=on_turns, on_progress=on_progress).run()
+                Runner(config, agent_obj, on_task_end=file_episode, on_progress=on_progress).run()
             finally:
                 if agent_object is None:
                     agent_obj.close()

@@ -324,7 +324,6 @@ class Runner:
         out: a run folder to write into (and resume from); ``None`` keeps records in memory only.
         on_episode_end: called with every recorded :class:`Trajectory` (from the runner's thread;
             in async mode from worker threads, one at a time).
-        on_turns: called with the number of turns just played (progress bars: turns/s).
         on_task_end: called as ``on_task_end(task, trajectory)`` with every recorded episode and
             the :class:`EpisodeTask` it played (e.g. to file it under ``task.tag``).
         on_progress: called after every turn (and once when play starts) with keyword running
@@ -343,7 +342,6 @@ class Runner:
         *,
         out: str | Path | None = None,
         on_episode_end: Callable[[Trajectory], None] | None = None,
-        on_turns: Callable[[int], None] | None = None,
         on_task_end: Callable[[EpisodeTask, Trajectory], None] | None = None,
         on_progress: Callable[..., None] | None = None,
     ) -> None:
@@ -365,7 +363,6 @@ class Runner:
         self._agent = agent
         self.out = Path(out) if out is not None else None
         self.on_episode_end = on_episode_end
-        self.on_turns = on_turns
         self._lock = threading.Lock()
         self._errors: dict[int, list[str]] = {}
         self._done: dict[int, Trajectory] = {}
@@ -647,8 +644,6 @@ class Runner:
                 except Exception:
                     log.exception("agent.end_episode failed for episode %s", live.traj.episode_id)
                 self._finish(live.traj, live)
-        if self.on_turns is not None:
-            self.on_turns(len(stepping))
         return failures
 
     def _record_turn(

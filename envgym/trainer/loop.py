@@ -58,6 +58,7 @@ before optimising (an interrupted rollout is not abandoned mid-way there).
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import signal
@@ -218,14 +219,7 @@ class Trainer:
 
     def _progress(self, phase: str, update: int) -> Callable[..., None] | None:
         """The hook that hands ``phase``'s running totals to ``on_progress`` (``None`` without one)."""
-        on_progress = self.on_progress
-        if on_progress is None:
-            return None
-
-        def hook(**counts: int) -> None:
-            on_progress(phase, update, **counts)
-
-        return hook
+        return None if self.on_progress is None else functools.partial(self.on_progress, phase, update)
 
     # ------------------------------------------------------------------------------ setup
     def _check_envs(self) -> None:

@@ -17,31 +17,29 @@ _ENTRY = "envgym.environments.webshop.env:WebShopEnv"
 _BASE = "envgym/WebShop-v0"
 _SUMMARY = "WebShop online store: search, pick a product and options, buy (BM25 over SQLite FTS5)"
 
+#: (id part, summary, kwargs) of the presets of envgym/WebShop-v0.
+_VARIANTS = (
+    (
+        "TextRich",
+        "WebShop, text_rich observations (marked buttons, one element a line)",
+        {"observation_mode": "text_rich"},
+    ),
+    ("HTML", "WebShop, raw HTML observations", {"observation_mode": "html"}),
+    ("Small", "WebShop over a 1,000-product catalogue (text mode)", {"catalogue_size": 1000}),
+)
+
 SPECS: list[EnvSpec] = [
     EnvSpec(id=_BASE, entry_point=_ENTRY, family=FAMILY, summary=f"{_SUMMARY}; 10,000 products, text mode"),
-    EnvSpec(
-        id="envgym/WebShop-TextRich-v0",
-        entry_point=_ENTRY,
-        family=FAMILY,
-        summary="WebShop, text_rich observations (marked buttons, one element a line)",
-        kwargs={"observation_mode": "text_rich"},
-        variant_of=_BASE,
-    ),
-    EnvSpec(
-        id="envgym/WebShop-HTML-v0",
-        entry_point=_ENTRY,
-        family=FAMILY,
-        summary="WebShop, raw HTML observations",
-        kwargs={"observation_mode": "html"},
-        variant_of=_BASE,
-    ),
-    EnvSpec(
-        id="envgym/WebShop-Small-v0",
-        entry_point=_ENTRY,
-        family=FAMILY,
-        summary="WebShop over a 1,000-product catalogue (text mode)",
-        kwargs={"catalogue_size": 1000},
-        variant_of=_BASE,
+    *(
+        EnvSpec(
+            id=f"envgym/WebShop-{name}-v0",
+            entry_point=_ENTRY,
+            family=FAMILY,
+            summary=summary,
+            kwargs=kwargs,
+            variant_of=_BASE,
+        )
+        for name, summary, kwargs in _VARIANTS
     ),
     EnvSpec(
         id="envgym/WebShop-Browser-v0",

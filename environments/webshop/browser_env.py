@@ -13,7 +13,12 @@ from typing import Any, ClassVar
 
 import numpy as np
 from envgym.environments.webshop.catalogue import Catalogue, Goal
-from envgym.environments.webshop.env import DIAGNOSTIC_COMPONENTS, SEARCH_TEMPLATE, WebShopEnv, shared_store
+from envgym.environments.webshop.env import (
+    SEARCH_TEMPLATE,
+    WebShopEnv,
+    reward_weights,
+    shared_store,
+)
 from envgym.environments.webshop.pages import ActionError, parse_action
 from envgym.environments.webshop.server import ServerHandle, WebShopSite, start_in_thread
 
@@ -168,14 +173,12 @@ class WebShopBrowserEnv(TextEnv):
         split: str = "train",
         render_mode: str | None = None,
     ) -> None:
-        if reward is None:
-            reward = dict.fromkeys(DIAGNOSTIC_COMPONENTS, 0.0)
         super().__init__(
             max_turns=max_turns,
             invalid_limit=invalid_limit,
             invalid_penalty=invalid_penalty,
             step_cost=step_cost,
-            reward=reward,
+            reward=reward_weights(reward),
             split=split,
             render_mode=render_mode,
         )

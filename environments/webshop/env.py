@@ -17,10 +17,21 @@ from envgym.environments.webshop.search import SearchIndex
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import InvalidKwargsError, check_choice
 
-__all__ = ["DIAGNOSTIC_COMPONENTS", "WebShopEnv", "shared_store"]
+__all__ = ["DIAGNOSTIC_COMPONENTS", "WebShopEnv", "reward_weights", "shared_store"]
 
 #: Components shown in ``info`` but weighted 0 in the default reward (the score already holds them).
 DIAGNOSTIC_COMPONENTS = ("type_reward", "attribute_reward", "option_reward", "price_reward", "success_reward")
+
+
+def reward_weights(reward: Any) -> Any:
+    """The ``reward`` kwarg of both WebShop envs: component weights (``None`` or a mapping of
+    numbers) get weight 0 on the diagnostic components unless given, so the scalar reward is
+    WebShop's score alone; a rubric is left as it is."""
+    if reward is None or (isinstance(reward, Mapping) and all(isinstance(v, (int, float)) for v in reward.values())):
+        return {**dict.fromkeys(DIAGNOSTIC_COMPONENTS, 0.0), **dict(reward or {})}
+    return reward
+
+
 SEARCH_TEMPLATE = "search[<query>]"
 
 _STORES: dict[tuple[Any, ...], Store] = {}
@@ -139,16 +150,12 @@ class WebShopEnv(TextEnv):
         split: str = "train",
         render_mode: str | None = None,
     ) -> None:
-        if reward is None or (
-            isinstance(reward, Mapping) and all(isinstance(v, (int, float)) for v in reward.values())
-        ):
-            reward = {**dict.fromkeys(DIAGNOSTIC_COMPONENTS, 0.0), **dict(reward or {})}
         super().__init__(
             max_turns=max_turns,
             invalid_limit=invalid_limit,
             invalid_penalty=invalid_penalty,
             step_cost=step_cost,
-            reward=reward,
+            reward=reward_weights(reward),
             split=split,
             render_mode=render_mode,
         )

@@ -299,3 +299,17 @@ def test_the_oracle_reads_every_observation_mode(cache: str, mode: str) -> None:
         a = _play(base, seed, Solver("envgym/WebShop-v0", seed).act)
         b = _play(other, seed, Solver("envgym/WebShop-v0", seed).act)
         assert b["reward_components"] == a["reward_components"], (mode, seed)
+
+
+def test_reward_weights_leave_the_score_alone_in_both_envs() -> None:
+    from envgym.environments.webshop.env import DIAGNOSTIC_COMPONENTS, reward_weights
+
+    assert reward_weights(None) == dict.fromkeys(DIAGNOSTIC_COMPONENTS, 0.0)
+    # A partial mapping keeps the diagnostics at 0 unless it names them (text and browser env alike).
+    assert reward_weights({"webshop_reward": 2.0, "price_reward": 0.5}) == {
+        **dict.fromkeys(DIAGNOSTIC_COMPONENTS, 0.0),
+        "webshop_reward": 2.0,
+        "price_reward": 0.5,
+    }
+    rubric = object()
+    assert reward_weights(rubric) is rubric
