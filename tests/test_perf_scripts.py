@@ -263,3 +263,21 @@ def test_batching_script_on_a_tiny_model(tmp_path: Path) -> None:
     assert ways["per entry"]["calls"] == 2 and ways["one call, bucketed"]["calls"] == 1
     assert all(r["episodes"] == 5 and r["prompt_tokens"] == 40 + 44 + 90 + 12 + 200 for r in ways.values())
     assert all(0 < r["prefill_s"] < r["seconds"] for r in ways.values())
+
+
+# ---------------------------------------------------------------- webshop.py
+@pytest.mark.skipif(importlib.util.find_spec("rapidfuzz") is None, reason="needs envgym[webshop] (rapidfuzz)")
+def test_webshop_script_tiny(tmp_path: Path) -> None:
+    proc = run_script(
+        "webshop.py",
+        *("--sizes", "500", "--episodes", "10", "--queries", "20", "--resets", "10", "--steps", "300"),
+        *("--browser-episodes", "0", "--memory-size", "500", "--cache", str(tmp_path), "--fresh", "--json"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    (search,) = report["search"]
+    assert search["size"] == 500 and search["queries"] == 20 + 10  # instructions, then half as many product queries
+    assert 0 < search["search_p50_ms"] <= search["search_p99_ms"]
+    assert report["speed"]["steps_per_s"] > 0 and report["speed"]["reset_ms"] > 0
+    agents = report["agents"]
+    assert agents["episodes"] == 10 and agents["oracle"] > agents["random"]
