@@ -179,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="10000,100000", help="comma-separated catalogue sizes")
     parser.add_argument("--episodes", type=int, default=500, help="test-split episodes per agent")
-    parser.add_argument("--queries", type=int, default=400, help="instructions timed per size (then half as many product queries)")
+    parser.add_argument(
+        "--queries", type=int, default=400, help="instructions timed per size (then half as many product queries)"
+    )
     parser.add_argument("--resets", type=int, default=500)
     parser.add_argument("--steps", type=int, default=20_000)
     parser.add_argument("--browser-episodes", type=int, default=10, help="browser-mode episodes (0: skip)")
