@@ -125,13 +125,24 @@ def _arguments(cls: type) -> list[dict[str, Any]]:
     return args
 
 
+def _card(cls: Any, spec: Any) -> str:
+    """The env card: ``cls.env_card()`` (or ``cls.env_card(kwargs)`` for classes that serve several
+    environments and pick the card from the registered kwargs), else the class docstring."""
+    getter = getattr(cls, "env_card", None)
+    if getter is None:
+        return inspect.getdoc(cls) or cls.__name__
+    if inspect.signature(getter).parameters:
+        return getter(dict(spec.kwargs))
+    return getter()
+
+
 def describe_spec(spec: Any) -> dict[str, Any]:
     """Everything ``envgym info`` shows about one registration, as JSON-ready data.
 
     Builds the environment once (with its registered kwargs) to read its spaces and turn limit.
     """
     cls = load_entry_point(spec)
-    card = cls.env_card() if hasattr(cls, "env_card") else (inspect.getdoc(cls) or cls.__name__)
+    card = _card(cls, spec)
     base = spec.variant_of or spec.id
     family_specs = [s for s in list_envs() if s.kind == spec.kind]
     variants = [

@@ -22,6 +22,7 @@ from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, see
 from envgym.core import TerminationReason
 from envgym.errors import ResetNeededError
 from envgym.registration import make_aec, make_parallel
+from envgym.spaces import Text
 from envgym.testing.common import BAD_ACTIONS, CheckReport, check_close_twice, check_info, fail, state_text
 
 __all__ = [
@@ -90,9 +91,17 @@ def _check_reward(value: Any, where: str) -> None:
 
 
 def check_agent_step(env: Any, agent: str, obs: Any, reward: Any, term: Any, trunc: Any, info: Any, where: str) -> None:
-    """What one agent got from a step keeps the contract: text in its space, finite reward, bools, full info."""
-    if not isinstance(obs, str) or not env.observation_space(agent).contains(obs):
-        raise fail("observe", f"{where}: observation {obs!r:.100} is not a str in the observation space.")
+    """What one agent got from a step keeps the contract: an observation in its space, finite reward, bools, full info.
+
+    Text environments observe a ``str``; environments with other observation spaces (numeric
+    views) must give a member of the agent's space.
+    """
+    space = env.observation_space(agent)
+    if isinstance(space, Text):
+        if not isinstance(obs, str) or not space.contains(obs):
+            raise fail("observe", f"{where}: observation {obs!r:.100} is not a str in the observation space.")
+    elif not space.contains(obs):
+        raise fail("observe", f"{where}: observation {obs!r:.100} is not in the observation space {space}.")
     _check_reward(reward, where)
     if not isinstance(term, bool) or not isinstance(trunc, bool):
         raise fail("step", f"{where}: terminated/truncated must be bool, got {term!r}, {trunc!r}.")

@@ -1,0 +1,199 @@
+"""Coopetition performance and baseline report.
+
+Prints (one process, one core):
+
+* per game: PettingZoo Parallel steps/s (numeric view, every agent's action dict prepared in
+  advance from the action spaces, observations and infos included, resets excluded), the
+  Gymnasium joint view's steps/s and the bare engine's (``Game.step``) for comparison, and the
+  reset time;
+* the baseline table: for every game, reward mode and policy of :mod:`envgym.agents.coopetition`,
+  the reference protocol's metrics over seeds (default 0-99, test split: the reference's
+  seeding): mean episode return (summed over agents), mean final trust, cooperation rate and
+  episode length, plus the reward-mode contribution ``(R_integrated - R_private) / R_integrated``
+  per policy;
+* with ``--llm``: seconds per episode of the LLM view (``envgym/Coop-<Name>-Text-v0``) played in
+  self-play by the bundled model (one batched call per round), and its return.
+
+Usage::
+
+    python benchmarks/perf/coopetition.py                                  # everything, seeds 0-99
+    python benchmarks/perf/coopetition.py --games TrustDilemma,TeamProduction --seeds 10 --json
+    python benchmarks/perf/coopetition.py --skip-baselines --llm TrustDilemma --llm-episodes 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+import envgym
+from envgym.agents.coopetition import evaluate, mode_contribution
+from envgym.environments.coopetition.api import build_game
+from envgym.environments.coopetition.catalog import GAMES
+
+MODES = ("private", "integrated", "cooperative")
+POLICIES = ("constant:0.0", "constant:0.5", "constant:1.0", "random", "tit_for_tat", "equilibrium", "trust_aware")
+
+
+def _rate(fn: Any, seconds: float) -> float:
+    """Calls of ``fn`` per second over at least ``seconds`` (fn returns how many steps it made)."""
+    done, start = 0, time.perf_counter()
+    while True:
+        done += fn()
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds:
+            return done / elapsed
+
+
+def speed(name: str, seconds: float) -> dict[str, Any]:
+    """Steps/s of the Parallel view, the joint view and the bare engine for one game."""
+    env_id = f"envgym/Coop-{name}-v0"
+    par = envgym.make_parallel(env_id)
+    rng = np.random.default_rng(0)
+    agents = list(par.possible_agents)
+    highs = [float(par.action_space(a).high[0]) for a in agents]
+    dicts = [
+        {a: np.asarray([rng.uniform(0.3, 1.0) * h], dtype=np.float32) for a, h in zip(agents, highs, strict=True)}
+        for _ in range(64)
+    ]
+    state = {"k": 0, "seed": 0}
+
+    def parallel_steps() -> int:
+        steps = 0
+        for _ in range(100):
+            if not par.agents:
+                state["seed"] += 1
+                par.reset(seed=state["seed"])
+            par.step(dicts[state["k"] % 64])
+            state["k"] += 1
+            steps += 1
+        return steps
+
+    par.reset(seed=0)
+    parallel = _rate(parallel_steps, seconds)
+    joint = envgym.make(env_id).unwrapped
+    vectors = [np.concatenate([d[a] for a in agents]) for d in dicts]
+    joint.reset(seed=0)
+    live = {"over": False}
+
+    def joint_steps() -> int:
+        for k in range(100):
+            if live["over"]:
+                joint.reset(seed=k)
+            _, _, term, trunc, _ = joint.step(vectors[k % 64])
+            live["over"] = term or trunc
+        return 100
+
+    joint_rate = _rate(joint_steps, seconds)
+    game = build_game(name, {})
+    game.reset(0)
+
+    def engine_steps() -> int:
+        for k in range(100):
+            if game.step_count >= game.max_steps:
+                game.reset(k)
+            game.step(vectors[k % 64])
+        return 100
+
+    engine = _rate(engine_steps, seconds)
+    t0 = time.perf_counter()
+    for seed in range(50):
+        par.reset(seed=seed)
+    reset_ms = (time.perf_counter() - t0) / 50 * 1000
+    return {
+        "game": name,
+        "agents": len(agents),
+        "parallel_steps_per_s": parallel,
+        "joint_steps_per_s": joint_rate,
+        "engine_steps_per_s": engine,
+        "reset_ms": reset_ms,
+    }
+
+
+def baselines(name: str, seeds: list[int], policies: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for policy in policies:
+        returns = {}
+        for mode in MODES:
+            t0 = time.perf_counter()
+            m = evaluate(f"envgym/Coop-{name}-v0", policy, seeds, reward_mode=mode, split="test")
+            returns[mode] = m.mean_return
+            rows.append({"game": name, "policy": policy, "mode": mode, **m.as_dict(), "seconds": time.perf_counter() - t0})
+        rows[-1]["mode_contribution"] = mode_contribution(returns["integrated"], returns["private"])
+    return rows
+
+
+def llm_episodes(name: str, episodes: int, max_new_tokens: int) -> dict[str, Any]:
+    """The bundled model in self-play on the LLM view: seconds per episode and the mean return."""
+    from envgym.rollout.multiagent import run_parallel_episodes  # noqa: PLC0415 - needs the llm extra
+
+    from envgym.agents.hf import HFAgent  # noqa: PLC0415
+
+    agent = HFAgent(max_new_tokens=max_new_tokens)
+    t0 = time.perf_counter()
+    results = run_parallel_episodes(f"envgym/Coop-{name}-Text-v0", agent, seeds=list(range(episodes)))
+    seconds = time.perf_counter() - t0
+    returns = [sum(r.returns.values()) for r in results]
+    return {"game": name, "episodes": episodes, "seconds_per_episode": seconds / episodes, "mean_return": float(np.mean(returns))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--games", default="", help="comma-separated game names (default: all 20)")
+    parser.add_argument("--seeds", type=int, default=100, help="baseline episodes per cell: seeds 0..N-1 (default 100)")
+    parser.add_argument("--seconds", type=float, default=1.0, help="timing window per speed figure (default 1 s)")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies for the table")
+    parser.add_argument("--skip-baselines", action="store_true", help="speed only")
+    parser.add_argument("--llm", default="", help="game names to play with the bundled model (LLM view)")
+    parser.add_argument("--llm-episodes", type=int, default=1)
+    parser.add_argument("--llm-tokens", type=int, default=48, help="reply tokens per move for --llm")
+    parser.add_argument("--json", action="store_true", help="print one JSON report instead of tables")
+    args = parser.parse_args(argv)
+    names = [g.name for g in GAMES] if not args.games else [n.strip() for n in args.games.split(",") if n.strip()]
+    known = {g.name for g in GAMES}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        parser.error(f"unknown games {unknown}; games: {', '.join(sorted(known))}")
+    report: dict[str, Any] = {"python": sys.version.split()[0], "machine": platform.machine(), "speed": [], "baselines": []}
+    for name in names:
+        report["speed"].append(speed(name, args.seconds))
+        if not args.json:
+            s = report["speed"][-1]
+            print(
+                f"{name:24s} n={s['agents']:2d}  parallel {s['parallel_steps_per_s']:8.0f}/s  joint "
+                f"{s['joint_steps_per_s']:8.0f}/s  engine {s['engine_steps_per_s']:8.0f}/s  reset {s['reset_ms']:.3f} ms",
+                flush=True,
+            )
+    if not args.skip_baselines:
+        policies = [p.strip() for p in args.policies.split(",") if p.strip()]
+        for name in names:
+            rows = baselines(name, list(range(args.seeds)), policies)
+            report["baselines"].extend(rows)
+            if not args.json:
+                for r in rows:
+                    contrib = f"  contrib {r['mode_contribution']:.3f}" if "mode_contribution" in r else ""
+                    print(
+                        f"{name:24s} {r['policy']:13s} {r['mode']:11s} return {r['mean_return']:11.1f}  trust "
+                        f"{r['mean_final_trust']:.3f}  coop {r['cooperation_rate']:.3f}  length {r['mean_length']:6.1f}{contrib}",
+                        flush=True,
+                    )
+    if args.llm:
+        report["llm"] = [
+            llm_episodes(n.strip(), args.llm_episodes, args.llm_tokens) for n in args.llm.split(",") if n.strip()
+        ]
+        if not args.json:
+            for r in report["llm"]:
+                print(f"LLM view {r['game']}: {r['seconds_per_episode']:.1f} s/episode, mean return {r['mean_return']:.1f}")
+    if args.json:
+        print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

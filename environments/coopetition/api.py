@@ -1,0 +1,517 @@
+"""The coopetition games behind standard interfaces: Gymnasium (joint action) and PettingZoo.
+
+* :class:`CoopEnv` (``gymnasium.make("envgym/Coop-<Name>-v0")``): centralised joint control, as
+  the reference's Gymnasium API: the action is every agent's contribution at once
+  (``Box(0, max(e), (n,))``), the observation the reference's joint vector (actions, trust,
+  reputation, ``D``, step). Gymnasium wants a scalar reward: ``reward="sum"`` (default: the
+  team's, the reference's "episode return summed over agents"), ``"mean"`` or ``"agent_<i>"``;
+  ``info["rewards"]`` always holds the per-agent vector the reference returns.
+* :class:`CoopParallelEnv` (``envgym.make_parallel("envgym/Coop-<Name>-v0")``): PettingZoo
+  Parallel, agents ``agent_0 .. agent_{n-1}``, each with ``Box(0, e_i, (1,))`` actions and an
+  observation chosen by ``obs_config`` (information asymmetry; :class:`~.game.ObservationConfig`).
+  ``envgym.make_aec`` gives the AEC form through PettingZoo's ``parallel_to_aec``: agents act in
+  turn, their moves are buffered until the round is complete, then played at once.
+
+Every view plays the same :class:`~.game.Game`, so rewards, terminations and the reference's info
+numbers are the same in all three (the reference's own PettingZoo wrappers skip four games'
+``reset``/``step``; envgym's do not).
+
+Both keep envgym's ``info`` contract (per agent in the Parallel view): ``task``, ``action_valid``,
+``reward_components`` (``payoff_reward``: what the reward would be in the private mode, the
+agent's own payoff; ``social_reward``: the rest, 0 in the private mode), ``success``,
+``termination_reason``, ``turn``, ``invalid_actions``; plus the reference's numbers (``mean_trust``,
+``cooperation_rate``, ...) and ``rewards``/``payoffs`` per agent.
+
+Malformed actions (not numbers, NaN, the wrong shape, a missing agent) are invalid: the round is
+not played, nothing changes, every reward is 0 and ``info["invalid_reason"]`` says why; after
+``invalid_limit`` invalid actions in a row from one agent the episode ends
+(``invalid_limit``). Finite numbers outside ``[0, e_i]`` are clipped, as in the reference.
+
+Splits: ``split="test"`` seeds the game as the reference does (``np.random.default_rng(seed)``:
+envgym's numbers equal the reference's); ``split="train"`` (default) seeds it from
+``(seed, 1)``, so games with hidden random parameters never share a draw with the test split.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from pettingzoo import ParallelEnv
+
+from envgym.core import SPLITS, TerminationReason
+from envgym.environments.coopetition.catalog import game_class
+from envgym.environments.coopetition.game import MECHANISMS, Game, ObservationConfig, StepResult
+from envgym.errors import ConfigError, InvalidKwargsError, ResetNeededError, suggest
+from envgym.multiagent.text import agent_info, unknown_agent
+
+__all__ = ["COMPONENTS", "CoopEnv", "CoopParallelEnv", "build_game"]
+
+#: The reward components of every coopetition view.
+COMPONENTS: tuple[str, ...] = ("payoff_reward", "social_reward")
+#: Keyword arguments every game takes (handled by :class:`~.game.Game` itself).
+COMMON_KWARGS: tuple[str, ...] = ("reward_mode", "normalize", "reward_scale")
+DEFAULT_INVALID_LIMIT = 3
+
+
+def _game_params(cls: type) -> set[str]:
+    params: set[str] = set()
+    for klass in cls.__mro__:
+        if klass is Game or klass is object:
+            break
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        for p in inspect.signature(init).parameters.values():
+            if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "self":
+                params.add(p.name)
+    return params | set(COMMON_KWARGS)
+
+
+def build_game(name: str, kwargs: Mapping[str, Any]) -> Game:
+    """The game ``name`` with its keyword arguments checked (unknown names get a did-you-mean)."""
+    cls = game_class(name)
+    allowed = _game_params(cls)
+    unknown = sorted(set(kwargs) - allowed)
+    if unknown:
+        hints = "".join(suggest(k, sorted(allowed)) for k in unknown)
+        raise InvalidKwargsError(
+            f"Coop-{name}: unknown keyword arguments {unknown}.{hints} Accepted: {', '.join(sorted(allowed))}."
+        )
+    return cls(**kwargs)
+
+
+def _check_split(split: Any) -> str:
+    if split not in SPLITS:
+        raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}.")
+    return split
+
+
+def _check_limit(invalid_limit: Any) -> int:
+    if isinstance(invalid_limit, bool) or not isinstance(invalid_limit, int) or invalid_limit < 1:
+        raise ConfigError(f"invalid_limit must be a positive int, got {invalid_limit!r}.")
+    return invalid_limit
+
+
+def _number(value: Any) -> float | str:
+    """A finite contribution from one agent's action, or why it is not one."""
+    if isinstance(value, (str, bytes, bytearray, Mapping)) or value is None or isinstance(value, bool):
+        return f"expected a number (the contribution), got {type(value).__name__} {value!r:.60}"
+    try:
+        array = np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        return f"expected a number (the contribution), got {value!r:.60}"
+    if array.size != 1:
+        return f"expected one number, got shape {array.shape}"
+    number = float(array.reshape(()))
+    if not math.isfinite(number):
+        return f"expected a finite number, got {number!r}"
+    return number
+
+
+def _env_card(view: type, kwargs: Mapping[str, Any] | None) -> str:
+    """The game's docstring (its card), then the first paragraph of the view's."""
+    view_doc = (inspect.getdoc(view) or "").split("\n\n")[0]
+    name = (kwargs or {}).get("game")
+    if not name:
+        return inspect.getdoc(view) or view.__name__
+    game_doc = inspect.getdoc(game_class(name)) or name
+    return f"{game_doc}\n\nView: {view_doc}"
+
+
+class _Episode:
+    """What both views share: the game, seeding and splits, invalid-action bookkeeping, the task."""
+
+    def __init__(self, game_name: str, split: str, invalid_limit: int, kwargs: Mapping[str, Any]) -> None:
+        self.name = game_name
+        self.kwargs = dict(kwargs)
+        self.game = build_game(game_name, kwargs)
+        self.split = _check_split(split)
+        self.invalid_limit = _check_limit(invalid_limit)
+        self.seed: int | None = None
+        self.started = False
+        self.over = False
+        self.reason: str | None = None
+        self.invalid = [0] * self.game.n_agents
+        self.streak = [0] * self.game.n_agents
+        self.last: StepResult | None = None
+        self._task: dict[str, Any] | None = None
+
+    def reset(self, seed: int) -> None:
+        self.seed = int(seed)
+        self.game.reset(self.seed if self.split == "test" else [self.seed, 1])
+        self.started, self.over, self.reason, self.last = True, False, None, None
+        self.invalid = [0] * self.game.n_agents
+        self.streak = [0] * self.game.n_agents
+        self._task = self._make_task()
+
+    def require_live(self, env: Any) -> None:
+        if not self.started:
+            raise ResetNeededError(f"{env}: call reset() before step().")
+
+    def task(self) -> dict[str, Any]:
+        """The episode's task: fresh containers on every call (built once per episode)."""
+        if self._task is None:
+            self._task = self._make_task()
+        return {**self._task, "params": dict(self.kwargs)}
+
+    def _make_task(self) -> dict[str, Any]:
+        game = self.game
+        goal = (
+            f"{game.name} ({game.mechanism}: {MECHANISMS.get(game.mechanism, '')}): {game.n_agents} agents choose "
+            f"a {game.contribution} each round for up to {game.max_steps} rounds; reward mode {game.reward_mode}."
+        )
+        return {
+            "id": f"Coop-{self.name}/{self.split}/seed={self.seed}",
+            "goal": goal,
+            "split": self.split,
+            "difficulty": game.mechanism,
+            "seed": self.seed,
+            "game": self.name,
+            "reward_mode": game.reward_mode,
+            "endowments": tuple(float(e) for e in game.endowments),
+        }
+
+    def invalid_round(self, problems: Mapping[int, str]) -> None:
+        """Count an unplayed round; ends the episode when someone reaches ``invalid_limit`` in a row."""
+        for i in range(self.game.n_agents):
+            if i in problems:
+                self.invalid[i] += 1
+                self.streak[i] += 1
+        if any(s >= self.invalid_limit for s in self.streak):
+            self.over, self.reason = True, TerminationReason.INVALID_LIMIT.value
+
+    def play(self, actions: np.ndarray) -> StepResult:
+        self.streak = [0] * self.game.n_agents
+        result = self.game.step(actions)
+        self.last = result
+        if result.terminated:
+            self.over, self.reason = True, self.game.termination_outcome()
+        elif result.truncated:
+            self.over, self.reason = True, TerminationReason.MAX_TURNS.value
+        return result
+
+    def numbers(self) -> dict[str, Any]:
+        """The reference's info entries, JSON-friendly."""
+        info = self.game.legacy_info() if self.last is None else self.last.info
+        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in info.items()}
+
+    def state_text(self) -> str:
+        """The whole game state as text (the checkers compare it around invalid actions)."""
+        g = self.game
+        return repr(
+            (g.step_count, g.actions.tolist(), g.trust.tolist(), g.reputation.tolist(), [h.tolist() for h in g.history])
+        )
+
+    def render(self) -> str:
+        game = self.game
+        lines = [f"{game.name} round {game.step_count}/{game.max_steps}  mean trust {game.mean_trust():.3f}"]
+        for i in range(game.n_agents):
+            lines.append(
+                f"  agent_{i}: contribution {float(game.actions[i]):7.2f} / {float(game.endowments[i]):.0f}   "
+                f"trust row {np.array2string(game.trust[i], precision=2)}"
+            )
+        return "\n".join(lines)
+
+
+class CoopEnv(gymnasium.Env[np.ndarray, np.ndarray]):
+    """Gymnasium joint-action view: one action holds every agent's contribution (``Box(0, max e, (n,))``),
+    the observation is the reference's joint vector, the reward the sum over agents (``reward=``
+    picks another) with the per-agent rewards in ``info["rewards"]``.
+
+    Args:
+        game: the game's name (``TrustDilemma``; the registry passes it).
+        reward: the scalar reward: ``sum`` (default), ``mean`` or ``agent_<i>``.
+        split: ``train`` (default) or ``test`` (the reference's seeding).
+        invalid_limit: invalid actions in a row that end the episode.
+        render_mode: ``None`` or ``ansi``.
+        kwargs: the game's own parameters and ``reward_mode`` / ``normalize`` / ``reward_scale``.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+    reward_components = COMPONENTS
+    splits = SPLITS
+
+    @classmethod
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The card of the game named in ``kwargs["game"]`` (``envgym info`` passes the registered kwargs)."""
+        return _env_card(cls, kwargs)
+
+    def __init__(
+        self,
+        game: str,
+        *,
+        reward: str = "sum",
+        split: str = "train",
+        invalid_limit: int = DEFAULT_INVALID_LIMIT,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._episode = _Episode(game, split, invalid_limit, kwargs)
+        n = self._episode.game.n_agents
+        choices = ["sum", "mean", *(f"agent_{i}" for i in range(n))]
+        if reward not in choices:
+            raise ConfigError(f"reward must be one of {', '.join(choices)}, got {reward!r}.{suggest(str(reward), choices)}")
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}.")
+        self.reward = reward
+        self.render_mode = render_mode
+        g = self._episode.game
+        g.reset(0)
+        self.observation_space = spaces.Box(-np.inf, np.inf, shape=g.legacy_observation().shape, dtype=np.float32)
+        self.action_space = spaces.Box(0.0, float(np.max(g.endowments)), shape=(n,), dtype=np.float32)
+
+    @property
+    def game(self) -> Game:
+        """The game being played."""
+        return self._episode.game
+
+    def _scalar(self, values: np.ndarray) -> float:
+        if self.reward == "sum":
+            return float(np.sum(values, dtype=np.float64))
+        if self.reward == "mean":
+            return float(np.mean(values, dtype=np.float64))
+        return float(values[int(self.reward.removeprefix("agent_"))])
+
+    def _info(self, *, valid: bool, rewards: np.ndarray, payoffs: np.ndarray, **extra: Any) -> dict[str, Any]:
+        episode = self._episode
+        payoff = self._scalar(payoffs)
+        info = agent_info(
+            episode.task(),
+            admissible_actions=None,
+            action_valid=valid,
+            reward_components={"payoff_reward": payoff, "social_reward": self._scalar(rewards) - payoff},
+            success=episode.reason == TerminationReason.SUCCESS.value,
+            termination_reason=episode.reason,
+            turn=episode.game.step_count,
+            invalid_actions=sum(episode.invalid),
+            rewards=[float(r) for r in rewards],
+            payoffs=[float(p) for p in payoffs],
+            **episode.numbers(),
+        )
+        info.update(extra)
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+        super().reset(seed=seed)
+        self._episode.reset(seed if seed is not None else int(self.np_random.integers(2**31)))
+        zeros = np.zeros(self.game.n_agents, dtype=np.float32)
+        return self.game.legacy_observation(), self._info(valid=True, rewards=zeros, payoffs=zeros)
+
+    def _parse(self, action: Any) -> np.ndarray | str:
+        n = self.game.n_agents
+        if isinstance(action, (str, bytes, bytearray, Mapping)) or action is None or isinstance(action, bool):
+            return f"expected {n} numbers (one contribution per agent), got {type(action).__name__} {action!r:.60}"
+        try:
+            array = np.asarray(action, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            return f"expected {n} numbers (one contribution per agent), got {action!r:.60}"
+        if array.shape != (n,):
+            return f"expected {n} numbers (one contribution per agent), got {array.size}"
+        if not np.all(np.isfinite(array)):
+            return f"expected finite numbers, got {array.tolist()!r}"
+        return array.astype(np.float32)
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        episode = self._episode
+        episode.require_live(self)
+        if episode.over:
+            raise ResetNeededError(f"{self}: the episode is over ({episode.reason}); call reset().")
+        parsed = self._parse(action)
+        zeros = np.zeros(self.game.n_agents, dtype=np.float32)
+        if isinstance(parsed, str):
+            episode.invalid_round({0: parsed})  # one controller sends the joint action: one invalid action
+            info = self._info(valid=False, rewards=zeros, payoffs=zeros, invalid_reason=parsed)
+            terminated = episode.over
+            return self.game.legacy_observation(), 0.0, terminated, False, info
+        result = episode.play(parsed)
+        info = self._info(valid=True, rewards=result.rewards, payoffs=result.payoffs)
+        terminated = result.terminated
+        truncated = result.truncated and not terminated
+        return self.game.legacy_observation(), self._scalar(result.rewards), terminated, truncated, info
+
+    def render(self) -> str | None:
+        return self._episode.render() if self.render_mode == "ansi" else None
+
+    def state_text(self) -> str:
+        """The whole game state as text (see :meth:`_Episode.state_text`)."""
+        return self._episode.state_text()
+
+
+class CoopParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
+    """PettingZoo Parallel view: agents ``agent_0 ..`` each send a contribution (``Box(0, e_i, (1,))``)
+    and observe what ``obs_config`` shows them; ``envgym.make_aec`` of the same id gives the AEC form
+    (moves buffered until the round is complete, then played at once).
+
+    Args:
+        game: the game's name (the registry passes it).
+        obs_config: what each agent observes: a preset name (``realistic_asymmetry`` default,
+            ``full_observability``, ``minimal``), a dict of :class:`~.game.ObservationConfig`
+            fields, or a config.
+        split, invalid_limit, render_mode, kwargs: as :class:`CoopEnv`.
+    """
+
+    metadata = {"render_modes": ["ansi"], "name": "coopetition_v0", "is_parallelizable": True}
+    reward_components = COMPONENTS
+    splits = SPLITS
+
+    @classmethod
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The card of the game named in ``kwargs["game"]``."""
+        return _env_card(cls, kwargs)
+
+    def __init__(
+        self,
+        game: str,
+        *,
+        obs_config: Any = None,
+        split: str = "train",
+        invalid_limit: int = DEFAULT_INVALID_LIMIT,
+        render_mode: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self._episode = _Episode(game, split, invalid_limit, kwargs)
+        if render_mode not in (None, "ansi"):
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}.")
+        self.render_mode = render_mode
+        self.obs_config = ObservationConfig.resolve(obs_config)
+        g = self._episode.game
+        self.possible_agents = [f"agent_{i}" for i in range(g.n_agents)]
+        self.agents: list[str] = []
+        self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        g.reset(0)
+        self.observation_spaces = {
+            a: spaces.Box(-np.inf, np.inf, shape=g.observe(i, self.obs_config).shape, dtype=np.float32)
+            for a, i in self._index.items()
+        }
+        self.action_spaces = {
+            a: spaces.Box(0.0, float(g.endowments[i]), shape=(1,), dtype=np.float32) for a, i in self._index.items()
+        }
+        self._rng = np.random.default_rng()
+
+    @property
+    def game(self) -> Game:
+        """The game being played."""
+        return self._episode.game
+
+    def observation_space(self, agent: str) -> spaces.Box:
+        try:
+            return self.observation_spaces[agent]
+        except KeyError:
+            raise unknown_agent(agent, self.possible_agents) from None
+
+    def action_space(self, agent: str) -> spaces.Box:
+        try:
+            return self.action_spaces[agent]
+        except KeyError:
+            raise unknown_agent(agent, self.possible_agents) from None
+
+    def _observations(self) -> dict[str, np.ndarray]:
+        return {a: self.game.observe(i, self.obs_config) for a, i in self._index.items()}
+
+    def _infos(
+        self, valid: Mapping[int, bool], rewards: np.ndarray, payoffs: np.ndarray, problems: Mapping[int, str]
+    ) -> dict[str, dict[str, Any]]:
+        episode = self._episode
+        task = episode.task()
+        numbers = episode.numbers()
+        infos = {}
+        for agent, i in self._index.items():
+            infos[agent] = agent_info(
+                task,
+                admissible_actions=None,
+                action_valid=valid.get(i, True),
+                reward_components={"payoff_reward": float(payoffs[i]), "social_reward": float(rewards[i] - payoffs[i])},
+                success=episode.reason == TerminationReason.SUCCESS.value,
+                termination_reason=episode.reason,
+                turn=episode.game.step_count,
+                invalid_actions=episode.invalid[i],
+                rewards=[float(r) for r in rewards],
+                payoffs=[float(p) for p in payoffs],
+                own_action=float(self.game.actions[i]),
+                **numbers,
+            )
+            if problems:
+                infos[agent]["invalid_reason"] = {self.possible_agents[j]: why for j, why in problems.items()}
+        return infos
+
+    def reset(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, np.ndarray], dict[str, dict[str, Any]]]:
+        if seed is not None:
+            self._rng = np.random.default_rng(seed)
+        self._episode.reset(seed if seed is not None else int(self._rng.integers(2**31)))
+        self.agents = list(self.possible_agents)
+        zeros = np.zeros(self.game.n_agents, dtype=np.float32)
+        return self._observations(), self._infos({}, zeros, zeros, {})
+
+    def step(
+        self, actions: Mapping[str, Any]
+    ) -> tuple[
+        dict[str, np.ndarray], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]
+    ]:
+        episode = self._episode
+        episode.require_live(self)
+        if not self.agents:
+            raise ResetNeededError(f"{self}: the episode is over ({episode.reason}); call reset().")
+        if not isinstance(actions, Mapping):
+            raise ConfigError(f"step() takes a dict {{agent: action}}, got {type(actions).__name__}.")
+        for agent in actions:
+            if agent not in self._index:
+                raise unknown_agent(agent, self.possible_agents)
+        contributions = np.zeros(self.game.n_agents, dtype=np.float32)
+        problems: dict[int, str] = {}
+        for agent, i in self._index.items():
+            if agent not in actions:
+                problems[i] = "no action"
+                continue
+            number = _number(actions[agent])
+            if isinstance(number, str):
+                problems[i] = number
+            else:
+                contributions[i] = number
+        zeros = np.zeros(self.game.n_agents, dtype=np.float32)
+        if problems:
+            episode.invalid_round(problems)
+            rewards, payoffs = zeros, zeros
+            terminated, truncated = episode.over, False
+        else:
+            result = episode.play(contributions)
+            rewards, payoffs = result.rewards, result.payoffs
+            terminated = result.terminated
+            truncated = result.truncated and not terminated
+        valid = {i: i not in problems for i in range(self.game.n_agents)}
+        infos = self._infos(valid, rewards, payoffs, problems)
+        live = list(self.agents)
+        observations = self._observations()
+        reward_map = {a: float(rewards[self._index[a]]) for a in live}
+        terminations = dict.fromkeys(live, bool(terminated))
+        truncations = dict.fromkeys(live, bool(truncated))
+        if terminated or truncated:
+            self.agents = []
+        return (
+            {a: observations[a] for a in live},
+            reward_map,
+            terminations,
+            truncations,
+            {a: infos[a] for a in live},
+        )
+
+    def state(self) -> np.ndarray:
+        """The joint observation (what :class:`CoopEnv` observes)."""
+        return self.game.legacy_observation()
+
+    def render(self) -> str | None:
+        return self._episode.render() if self.render_mode == "ansi" else None
+
+    def state_text(self) -> str:
+        """The whole game state as text (see :meth:`_Episode.state_text`)."""
+        return self._episode.state_text()
+
+    def close(self) -> None:
+        pass
