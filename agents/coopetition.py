@@ -30,6 +30,7 @@ R_integrated``.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -176,6 +177,18 @@ def stage_equilibrium(
     return profile
 
 
+#: Equilibrium profiles by (policy, task, public history), shared by the agents of an episode.
+_PROFILES: dict[tuple[Any, ...], np.ndarray] = {}
+_PROFILE_CACHE = 4096
+
+
+def canonical_task(task: Mapping[str, Any]) -> str:
+    """The task as canonical JSON (game, seed, split, parameters): a cache key part."""
+    return json.dumps(
+        {k: task.get(k) for k in ("game", "seed", "split", "params", "reward_mode")}, sort_keys=True, default=str
+    )
+
+
 class Equilibrium(CoopPolicy):
     """The game-theoretic oracle (see the module docstring): the stage equilibrium of the env's mode."""
 
@@ -191,17 +204,27 @@ class Equilibrium(CoopPolicy):
         self.profile: np.ndarray | None = None
 
     def _catch_up(self, info: Mapping[str, Any]) -> None:
-        turn = int(info.get("turn", 0))
-        if turn > self.rounds_seen and info.get("actions") is not None:
+        # rounds played so far: "round" in the text view (where "turn" counts answers), else "turn"
+        played = int(info.get("round", info.get("turn", 0)))
+        if played > self.rounds_seen and info.get("actions") is not None:
             self.game.step(np.asarray(info["actions"], dtype=np.float32))
-            self.rounds_seen = turn
+            self.rounds_seen = played
 
     def _lower(self) -> np.ndarray | None:
         return None
 
     def act(self, info: Mapping[str, Any]) -> float:
         self._catch_up(info)
-        self.profile = stage_equilibrium(self.game, self.mode, self.profile, lower=self._lower())
+        # Every agent of an episode that runs this policy computes the same profile from the same
+        # public history: the first computes it, the others read it (the cache key is that history).
+        key = (type(self).__name__, canonical_task(self.task), tuple(h.tobytes() for h in self.game.history))
+        profile = _PROFILES.get(key)
+        if profile is None:
+            profile = stage_equilibrium(self.game, self.mode, self.profile, lower=self._lower())
+            if len(_PROFILES) >= _PROFILE_CACHE:
+                _PROFILES.pop(next(iter(_PROFILES)))
+            _PROFILES[key] = profile
+        self.profile = profile.copy()
         return float(self.profile[self.agent])
 
 

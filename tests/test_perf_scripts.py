@@ -281,3 +281,45 @@ def test_webshop_script_tiny(tmp_path: Path) -> None:
     assert report["speed"]["steps_per_s"] > 0 and report["speed"]["reset_ms"] > 0
     agents = report["agents"]
     assert agents["episodes"] == 10 and agents["oracle"] > agents["random"]
+
+
+# ---------------------------------------------------------------- driving.py
+@pytest.mark.skipif(importlib.util.find_spec("highway_env") is None, reason="needs envgym[driving] (highway-env)")
+def test_driving_script_tiny() -> None:
+    proc = run_script(
+        "driving.py",
+        *("--scenarios", "highway", "--episodes", "3", "--timing-episodes", "2", "--duration", "4", "--json"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    (speed,) = report["speed"]
+    assert speed["scenario"] == "highway" and speed["raw_steps"] == speed["text_steps"] == speed["numeric_steps"] > 0
+    assert speed["raw_steps_per_s"] > 0 and speed["text_steps_per_s"] > 0 and speed["text_reset_ms"] > 0
+    rule, rand = report["baselines"]
+    assert (rule["agent"], rand["agent"]) == ("rule", "random") and rule["episodes"] == 3
+    assert rule["success_rate"] == 1.0 and rule["collision_rate"] == 0.0  # 4 s of highway: the driver survives
+    assert rule["mean_progress"] >= rand["mean_progress"]
+
+
+# ---------------------------------------------------------------- coopetition.py
+def test_coopetition_script_tiny() -> None:
+    proc = run_script(
+        "coopetition.py",
+        *("--games", "TrustDilemma,TeamProduction", "--seeds", "2", "--oracle-seeds", "1", "--seconds", "0.05"),
+        *("--policies", "constant:0.0,random,trust_aware", "--json"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [s["game"] for s in report["speed"]] == ["TrustDilemma", "TeamProduction"]
+    assert all(s["parallel_steps_per_s"] > 0 and s["engine_steps_per_s"] > 0 for s in report["speed"])
+    rows = report["baselines"]
+    assert len(rows) == 2 * 3 * 3  # games x policies x reward modes
+    cell = {(r["game"], r["policy"], r["mode"]): r for r in rows}
+    assert cell["TrustDilemma", "trust_aware", "integrated"]["episodes"] == 1
+    assert cell["TrustDilemma", "random", "integrated"]["episodes"] == 2
+    # giving nothing collapses trust within a few rounds; the trust-aware oracle keeps it and plays the horizon
+    assert cell["TrustDilemma", "constant:0.0", "integrated"]["mean_length"] < 10
+    oracle = cell["TrustDilemma", "trust_aware", "integrated"]
+    assert oracle["mean_length"] == 100 and oracle["mean_final_trust"] > 0.99
+    assert oracle["mean_return"] > cell["TrustDilemma", "random", "integrated"]["mean_return"]
+    assert 0 < oracle["mode_contribution"] < 1

@@ -10,9 +10,11 @@ Prints (one process, one core):
   the reference protocol's metrics over seeds (default 0-99, test split: the reference's
   seeding): mean episode return (summed over agents), mean final trust, cooperation rate and
   episode length, plus the reward-mode contribution ``(R_integrated - R_private) / R_integrated``
-  per policy;
-* with ``--llm``: seconds per episode of the LLM view (``envgym/Coop-<Name>-Text-v0``) played in
-  self-play by the bundled model (one batched call per round), and its return.
+  per policy (``--oracle-seeds`` plays the two oracles, which solve an equilibrium every round, on
+  fewer seeds: 17 of the 20 games have no randomness, so their episodes repeat across seeds);
+* with ``--llm``: seconds per episode of the LLM view (``envgym/Coop-<Name>-Text-v0``, 10 rounds
+  as in ``coopetition-v1``) played in self-play by the bundled model (one batched call per
+  round), its return and its invalid answers.
 
 Usage::
 
@@ -116,37 +118,63 @@ def speed(name: str, seconds: float) -> dict[str, Any]:
     }
 
 
-def baselines(name: str, seeds: list[int], policies: list[str]) -> list[dict[str, Any]]:
+#: The oracles, which solve an equilibrium every round (slow on the many-agent games).
+ORACLES = ("equilibrium", "trust_aware")
+
+
+def baselines(name: str, seeds: list[int], policies: list[str], oracle_seeds: list[int]) -> list[dict[str, Any]]:
     rows = []
     for policy in policies:
         returns = {}
         for mode in MODES:
             t0 = time.perf_counter()
-            m = evaluate(f"envgym/Coop-{name}-v0", policy, seeds, reward_mode=mode, split="test")
+            played = oracle_seeds if policy in ORACLES else seeds
+            m = evaluate(f"envgym/Coop-{name}-v0", policy, played, reward_mode=mode, split="test")
             returns[mode] = m.mean_return
             rows.append({"game": name, "policy": policy, "mode": mode, **m.as_dict(), "seconds": time.perf_counter() - t0})
-        rows[-1]["mode_contribution"] = mode_contribution(returns["integrated"], returns["private"])
+        contribution = mode_contribution(returns["integrated"], returns["private"])
+        for row in rows[-len(MODES) :]:
+            row["mode_contribution"] = contribution
     return rows
 
 
 def llm_episodes(name: str, episodes: int, max_new_tokens: int) -> dict[str, Any]:
-    """The bundled model in self-play on the LLM view: seconds per episode and the mean return."""
-    from envgym.rollout.multiagent import run_parallel_episodes  # noqa: PLC0415 - needs the llm extra
+    """The bundled model in self-play on the LLM view (10 rounds, as coopetition-v1): seconds per
+    episode (model load excluded) and the mean return per agent."""
+    from envgym.rollout import PromptConfig, RunConfig, Runner  # noqa: PLC0415 - only this figure needs it
+    from envgym.rollout.specs import make_agent  # noqa: PLC0415
 
-    from envgym.agents.hf import HFAgent  # noqa: PLC0415
-
-    agent = HFAgent(max_new_tokens=max_new_tokens)
+    agent = make_agent("hf:smollm2")
+    config = RunConfig(
+        env_id=f"envgym/Coop-{name}-Text-v0",
+        env_kwargs={"max_steps": 10, "split": "test"},
+        agent="hf:smollm2",
+        episodes=episodes,
+        prompt=PromptConfig(history="last_k", last_k=1, max_new_tokens=max_new_tokens, stop_at_action=True),
+    )
     t0 = time.perf_counter()
-    results = run_parallel_episodes(f"envgym/Coop-{name}-Text-v0", agent, seeds=list(range(episodes)))
+    result = Runner(config, agent).run()
     seconds = time.perf_counter() - t0
-    returns = [sum(r.returns.values()) for r in results]
-    return {"game": name, "episodes": episodes, "seconds_per_episode": seconds / episodes, "mean_return": float(np.mean(returns))}
+    multi = result.summary["multiagent"]
+    valid = [t.invalid_actions for t in result.trajectories]
+    return {
+        "game": name,
+        "episodes": episodes,
+        "seconds_per_episode": seconds / episodes,
+        "mean_return_per_agent": float(np.mean([t.total_reward for t in result.trajectories])),
+        "mean_joint_return": multi["mean_joint_return"],
+        "mean_invalid_per_agent": float(np.mean(valid)),
+        "rounds": multi["mean_rounds"],
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--games", default="", help="comma-separated game names (default: all 20)")
     parser.add_argument("--seeds", type=int, default=100, help="baseline episodes per cell: seeds 0..N-1 (default 100)")
+    parser.add_argument(
+        "--oracle-seeds", type=int, default=None, help="episodes per cell for the oracles (default: --seeds)"
+    )
     parser.add_argument("--seconds", type=float, default=1.0, help="timing window per speed figure (default 1 s)")
     parser.add_argument("--policies", default=",".join(POLICIES), help="comma-separated policies for the table")
     parser.add_argument("--skip-baselines", action="store_true", help="speed only")
@@ -173,11 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_baselines:
         policies = [p.strip() for p in args.policies.split(",") if p.strip()]
         for name in names:
-            rows = baselines(name, list(range(args.seeds)), policies)
+            oracle_seeds = list(range(args.seeds if args.oracle_seeds is None else args.oracle_seeds))
+            rows = baselines(name, list(range(args.seeds)), policies, oracle_seeds)
             report["baselines"].extend(rows)
             if not args.json:
                 for r in rows:
-                    contrib = f"  contrib {r['mode_contribution']:.3f}" if "mode_contribution" in r else ""
+                    contrib = f"  contrib {r['mode_contribution']:.3f}" if r["mode"] == MODES[-1] else ""
                     print(
                         f"{name:24s} {r['policy']:13s} {r['mode']:11s} return {r['mean_return']:11.1f}  trust "
                         f"{r['mean_final_trust']:.3f}  coop {r['cooperation_rate']:.3f}  length {r['mean_length']:6.1f}{contrib}",
@@ -189,7 +218,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
         if not args.json:
             for r in report["llm"]:
-                print(f"LLM view {r['game']}: {r['seconds_per_episode']:.1f} s/episode, mean return {r['mean_return']:.1f}")
+                print(
+                    f"LLM view {r['game']}: {r['seconds_per_episode']:.1f} s/episode ({r['rounds']:.0f} rounds), mean "
+                    f"return per agent {r['mean_return_per_agent']:.1f}, invalid answers per agent "
+                    f"{r['mean_invalid_per_agent']:.1f}"
+                )
     if args.json:
         print(json.dumps(report, indent=1))
     return 0

@@ -24,6 +24,10 @@ Definitions (one place; reports and ``results.json`` use these names):
   means; ``wall_time_s``: the sum of the episodes' wall times (episodes played at the same time
   overlap, so it exceeds the elapsed time; it measures cost per episode); ``format_ok_rate``: the share of
   chat replies that carried the action tags (``None`` for agents that are not chat agents).
+* **multi-agent entries** (PettingZoo Parallel ids): every agent's record is one episode of the
+  task (its seed), so a task with K trials of an n-agent game has ``n * K`` records; the entry
+  adds ``multiagent`` (:func:`envgym.rollout.multiagent.summarize_multiagent`: joint return,
+  return per agent and per policy, the game's own final numbers such as ``mean_trust``).
 * **overall**: the **macro average over entries** (each entry weighs the same, whatever its size)
   of the entries that have scored episodes; its CI comes from a **stratified bootstrap** that
   resamples tasks within every entry independently and averages the entry statistics. Token and
@@ -39,6 +43,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy
+
+from envgym.rollout.summary import summarize_multiagent
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
@@ -189,6 +195,10 @@ def entry_metrics(
     settings = {"resamples": resamples, "confidence": confidence, "seed": seed}
     prompt_tokens = sum(int(t.prompt_tokens or 0) for t in trajectories)
     completion_tokens = sum(int(t.completion_tokens or 0) for t in trajectories)
+    extra: dict[str, Any] = {}
+    multi = summarize_multiagent(trajectories)
+    if multi is not None:  # a PettingZoo Parallel entry: one record per agent, and the episode's numbers
+        extra["multiagent"] = multi
     return {
         "episodes": n_all,
         "scored": len(scored),
@@ -210,6 +220,7 @@ def entry_metrics(
         "termination_reasons": dict(Counter(t.termination_reason for t in trajectories)),
         "infra_errors": dict(infra),
         "infra_error_episodes": sum(infra.values()),
+        **extra,
     }
 
 

@@ -43,11 +43,12 @@ from envgym._folderlock import LOCK_FILE, FolderLock
 from envgym.bench.metrics import compute_results
 from envgym.bench.suite import Suite, load_suite, parse_suite
 from envgym.errors import ConfigError
+from envgym.rollout.multiagent import records_per_episode
 from envgym.rollout.records import Trajectory, json_safe
 from envgym.rollout.rundir import RunFolder, git_commit, load_trajectories, package_versions
 from envgym.rollout.runner import IDENTITY_KEYS, RunConfig, Runner
 from envgym.rollout.specs import make_agent, split_agent_spec
-from envgym.rollout.summary import summarize
+from envgym.rollout.summary import summarize, summarize_multiagent
 from envgym.rollout.tasks import EpisodeTask
 
 __all__ = [
@@ -149,8 +150,7 @@ class BenchRun:
         """The recorded episodes of entry ``name`` (empty when it has not run yet)."""
         if name not in self._cache:
             folder = self.entry_dir(name)
-            entry = self.suite.entry(name)
-            expected = entry.episodes * self.trials
+            expected = self.expected_records(name)
             found = load_trajectories(folder) if folder.is_dir() else []
             self._cache[name] = [t for t in found if t.index < expected]
         return self._cache[name]
@@ -158,11 +158,17 @@ class BenchRun:
     def per_entry(self) -> dict[str, list[Trajectory]]:
         return {e.name: self.trajectories(e.name) for e in self.suite.entries}
 
+    def expected_records(self, name: str) -> int:
+        """Records entry ``name`` holds when complete: ``episodes * trials``, times the agents of a
+        PettingZoo Parallel entry (one record per agent)."""
+        entry = self.suite.entry(name)
+        return entry.episodes * self.trials * _records_per_episode(entry)
+
     def missing(self) -> dict[str, int]:
-        """Episodes not yet recorded, by entry (an interrupted run)."""
+        """Records not yet written, by entry (an interrupted run)."""
         out = {}
         for e in self.suite.entries:
-            gap = e.episodes * self.trials - len(self.trajectories(e.name))
+            gap = self.expected_records(e.name) - len(self.trajectories(e.name))
             if gap:
                 out[e.name] = gap
         return out
@@ -224,7 +230,7 @@ def build_results(run: BenchRun, **bootstrap: Any) -> dict[str, Any]:
         entry = run.suite.entry(item["name"])
         item["env"] = entry.env
         item["split"] = entry.split
-        item["expected_episodes"] = entry.episodes * run.trials
+        item["expected_episodes"] = run.expected_records(entry.name)
     return {
         "format": RESULTS_FORMAT,
         "suite": dict(run.meta["suite"]),
@@ -243,6 +249,12 @@ def write_results(run: BenchRun, **bootstrap: Any) -> dict[str, Any]:
     results = build_results(run, **bootstrap)
     _write_json(run.path / RESULTS_FILE, results)
     return results
+
+
+def _records_per_episode(entry: Any) -> int:
+    """1 for a single-agent entry; the number of agents for a PettingZoo Parallel one."""
+    kwargs = {k: v for k, v in entry.env_kwargs.items() if k != "reward_wrappers"}
+    return records_per_episode(entry.env, kwargs)
 
 
 def _identity_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -389,9 +401,13 @@ def _play_suite(
             return 0
         return sum(1 for t in load_trajectories(entry_dir) if t.scored and t.index < total)
 
-    done_by_entry = {e.name: recorded(folder / ENTRIES_DIR / e.name, e.episodes * k) for e in suite.entries}
+    per = {e.name: _records_per_episode(e) for e in suite.entries}
+    done_by_entry = {
+        e.name: recorded(folder / ENTRIES_DIR / e.name, e.episodes * k * per[e.name]) for e in suite.entries
+    }
     complete = bench_file.exists() and all(
-        done_by_entry[e.name] >= e.episodes * k and (folder / ENTRIES_DIR / e.name / "summary.json").exists()
+        done_by_entry[e.name] >= e.episodes * k * per[e.name]
+        and (folder / ENTRIES_DIR / e.name / "summary.json").exists()
         for e in suite.entries
     )
     if not complete:
@@ -411,9 +427,10 @@ def _play_suite(
         for entry in suite.entries:
             entry_dir = folder / ENTRIES_DIR / entry.name
             total = entry.episodes * k
+            n = per[entry.name]  # records per episode: the agents of a Parallel entry, else 1
             if on_entry is not None:
-                on_entry(entry.name, total - done_by_entry[entry.name], total)
-            if done_by_entry[entry.name] >= total and (entry_dir / "summary.json").exists():
+                on_entry(entry.name, total - done_by_entry[entry.name] // n, total)
+            if done_by_entry[entry.name] >= total * n and (entry_dir / "summary.json").exists():
                 continue
             config = RunConfig(
                 env_id=entry.env,
@@ -428,7 +445,7 @@ def _play_suite(
                 **harness,
             )
             entry_folder = folders[entry.name] = RunFolder(entry_dir, config.to_dict(), IDENTITY_KEYS)
-            finished = {i: t for i, t in entry_folder.finished.items() if i < total}
+            finished = {i: t for i, t in entry_folder.finished.items() if i < total * n}
             recorded_by_entry[entry.name] = finished
             tasks += [
                 EpisodeTask(
@@ -442,7 +459,7 @@ def _play_suite(
                     tag=entry.name,
                 )
                 for i in range(total)
-                if i not in finished
+                if any(i * n + j not in finished for j in range(n))
             ]
         started = time.perf_counter()
         if tasks:
@@ -466,6 +483,9 @@ def _play_suite(
                 continue
             trajectories = [t for _, t in sorted(recorded_by_entry[entry.name].items())]
             summary = summarize(trajectories, elapsed)
+            multi = summarize_multiagent(trajectories)
+            if multi is not None:
+                summary["multiagent"] = multi
             folders[entry.name].write_summary({"env_id": entry.env, "agent": agent, "seed": entry.seeds[0], **summary})
     finally:
         for entry_folder in folders.values():

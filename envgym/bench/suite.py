@@ -68,7 +68,7 @@ from typing import Any
 import yaml
 
 from envgym.errors import ConfigError, NotAvailableError, UnknownEnvError, suggest
-from envgym.registration import make, spec
+from envgym.registration import make, make_parallel, spec
 from envgym.rewards.wrappers.spec import check_reward_wrappers, wrap_rewards
 from envgym.rollout.prompting import PromptConfig
 from envgym.rubric import RubricError
@@ -165,7 +165,8 @@ class SuiteEntry:
     name: str
     """Unique within the suite; the entry's folder name in a run."""
     env: str
-    """Registered single-agent environment id (``envgym/Sokoban-v0``): carries the env version."""
+    """Registered single-agent or PettingZoo Parallel environment id (``envgym/Sokoban-v0``): carries the
+    env version. A Parallel entry records one episode per agent (see :mod:`envgym.rollout.multiagent`)."""
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments for ``envgym.make`` (the split is passed apart)."""
     split: str = "test"
@@ -498,10 +499,15 @@ def _parse_entry(raw: Any, i: int, defaults: Mapping[str, Any], source: str, *, 
             env_spec = spec(env_id)
         except UnknownEnvError as err:
             raise ConfigError(f"{label} field 'env': {err}") from err
-        if env_spec.kind != "gymnasium":
+        if env_spec.kind not in ("gymnasium", "parallel"):
             raise ConfigError(
-                f"{label} field 'env': {env_id!r} is a multi-agent ({env_spec.kind}) environment; "
-                "suites run single-agent ids."
+                f"{label} field 'env': {env_id!r} is a turn-based ({env_spec.kind}) multi-agent environment; "
+                "suites run single-agent ids and PettingZoo Parallel ids."
+            )
+        if env_spec.kind == "parallel" and raw.get("reward_wrappers"):
+            raise ConfigError(
+                f"{label} field 'reward_wrappers': {env_id!r} is a PettingZoo Parallel environment; reward "
+                "wrappers apply to single-agent envs only (give its reward settings in kwargs)."
             )
     kwargs = raw.get("kwargs") or {}
     if not isinstance(kwargs, Mapping) or not all(isinstance(k, str) for k in kwargs):
@@ -571,8 +577,9 @@ def _check_env(entry: SuiteEntry, i: int, source: str) -> None:
     needs an ``info`` key the environment lacks fails at reset)."""
     label = f"{source}: entries[{i}] ({entry.name!r})"
     kwargs = {key: value for key, value in entry.env_kwargs.items() if key != "reward_wrappers"}
+    maker = make_parallel if spec(entry.env).kind == "parallel" else make
     try:
-        env = make(entry.env, **kwargs)
+        env = maker(entry.env, **kwargs)
     except NotAvailableError:
         raise
     except Exception as err:

@@ -33,6 +33,7 @@ from envgym.cli._common import (
     select_spec,
 )
 from envgym.cli._options import (
+    KEY_VALUE,
     AgentOptionsOption,
     AgentTimeoutOption,
     BackendOption,
@@ -57,6 +58,7 @@ from envgym.cli._options import (
     VariantsOption,
     WorkersOption,
     agent_option,
+    config_help,
     out_option,
 )
 from envgym.cli.agents import check_agent_spec, parse_agent_spec
@@ -136,6 +138,17 @@ def _print_run(summary: dict[str, Any]) -> None:
     rows.append(("infrastructure errors", ", ".join(f"{k}: {v}" for k, v in sorted(infra.items())) or "none"))
     if summary.get("retries"):
         rows.append(("retried attempts", str(summary["retries"])))
+    multi = summary.get("multiagent")
+    if multi:
+        rows.append(("episodes (multi-agent)", f"{multi['episodes']} x {multi['agents_per_episode']} agents"))
+        rows.append(("mean joint return", fmt_float(multi["mean_joint_return"])))
+        for name, value in multi["mean_return_by_agent"].items():
+            policy = (summary.get("agents") or {}).get(name)
+            rows.append((f"mean return {name}" + (f" ({policy})" if policy else ""), fmt_float(value)))
+        rows.append(("mean invalid rounds", fmt_float(multi["mean_invalid_rounds"], 2)))
+        for key in ("mean_trust", "cooperation_rate"):
+            if key in multi["mean_final"]:
+                rows.append((f"final {key}", fmt_float(multi["mean_final"][key])))
     for key, value in rows:
         table.add_row(key, value)
     console.print(table)
@@ -191,6 +204,14 @@ def run_command(
         str | None,
         out_option("Run folder: records written as each episode ends; re-run to resume.", short=False),
     ] = None,
+    agent_for: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--agent-for",
+            metavar="AGENT=SPEC",
+            help=f"{config_help(RunConfig, 'agents')} {KEY_VALUE}",
+        ),
+    ] = None,
     per_episode: Annotated[bool, typer.Option("--per-episode", help="With --json: include every episode.")] = False,
     no_progress: NoProgressOption = False,
     as_json: JsonOption = False,
@@ -225,7 +246,18 @@ def run_command(
     if kwargs and len(env_ids) > 1:
         fail("--kwargs applies to one environment; run the ids one at a time to give each its own.", EXIT_USAGE)
     options = parse_kwargs(agent_options, flag="--agent-option")
-    ids = [select_spec(env_id, None, allowed=("gymnasium",)).id for env_id in env_ids]
+    specs = [select_spec(env_id, None, allowed=("gymnasium", "parallel")) for env_id in env_ids]
+    ids = [s.id for s in specs]
+    if len({s.kind for s in specs}) > 1:
+        fail("give single-agent ids or PettingZoo Parallel ids, not both in one run.", EXIT_USAGE)
+    per_agent = parse_kwargs(agent_for, flag="--agent-for") if agent_for else None
+    if per_agent:
+        if specs[0].kind != "parallel":
+            fail("--agent-for applies to PettingZoo Parallel (multi-agent) environments only.", EXIT_USAGE)
+        for name, spec_text in per_agent.items():
+            if not isinstance(spec_text, str):
+                fail(f"--agent-for {name}=...: expected an agent spec such as 'random', got {spec_text!r}.", EXIT_USAGE)
+            check_agent_spec(spec_text)
     if len(set(ids)) < len(ids):
         fail(f"each id once, please: {' '.join(env_ids)} names one twice.", EXIT_USAGE)
     label = ids[0] if len(ids) == 1 else f"{len(ids)} environments"
@@ -236,6 +268,7 @@ def run_command(
         tasks=_several_ids_tasks(ids, episodes, seed, group_size) if len(ids) > 1 else None,
         agent=agent_spec,
         agent_options=options,
+        agents=per_agent,
         episodes=episodes if len(ids) == 1 else None,
         seed=seed,
         group_size=group_size,

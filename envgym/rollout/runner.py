@@ -47,11 +47,12 @@ from envgym.core import TerminationReason
 from envgym.errors import ConfigError, StopRun, suggest
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
 from envgym.rollout.ending import episode_end
+from envgym.rollout.multiagent import run_parallel
 from envgym.rollout.pools import BACKENDS, EnvFailure, EnvPool, ResetRequest, StepRequest, StepResult, make_pool
 from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
 from envgym.rollout.records import Trajectory, Turn, json_safe
 from envgym.rollout.rundir import RunFolder
-from envgym.rollout.specs import known_agent_specs, make_agent
+from envgym.rollout.specs import known_agent_specs, make_agent, split_agent_spec
 from envgym.rollout.summary import summarize
 from envgym.rollout.tasks import EpisodeTask, default_tasks, episode_id, episode_numbers, parse_tasks
 
@@ -71,6 +72,7 @@ IDENTITY_KEYS = (
     "prompt",
     "agent_options",
     "tasks",
+    "agents",
 )
 #: Episodes of a run without a task list or an explicit count.
 DEFAULT_EPISODES = 10
@@ -100,6 +102,14 @@ class RunConfig:
     agent_options: Mapping[str, Any] = field(
         default_factory=dict,
         metadata=_help("Keyword arguments for the agent's constructor (temperature, max_new_tokens, ...)."),
+    )
+    agents: Mapping[str, str] | None = field(
+        default=None,
+        metadata=_help(
+            "PettingZoo Parallel envs only: agent name -> agent spec for agents that do not play the agent spec "
+            "(e.g. {'agent_1': 'random'}); None or empty: self-play, the agent spec plays every agent. "
+            "agent_options apply to the agent spec only."
+        ),
     )
     # None: DEFAULT_EPISODES, or one episode per task when tasks are given.
     episodes: int | None = field(default=None, metadata=_help("Episodes to play (a multiple of the group size)."))
@@ -221,6 +231,16 @@ class RunConfig:
             raise ConfigError(f"prompt must be a PromptConfig, got {type(self.prompt).__name__}.")
         if not isinstance(self.env_kwargs, Mapping) or not isinstance(self.agent_options, Mapping):
             raise ConfigError("env_kwargs and agent_options must be mappings of keyword arguments.")
+        if self.agents is not None:
+            if not isinstance(self.agents, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in self.agents.items()
+            ):
+                raise ConfigError(
+                    f"agents must map agent names to agent specs, e.g. {{'agent_1': 'random'}}, got {self.agents!r:.200}."
+                )
+            for spec_text in self.agents.values():
+                split_agent_spec(spec_text)  # a typo fails before anything loads
+            object.__setattr__(self, "agents", dict(self.agents) or None)
         if "seed" in self.agent_options:
             raise ConfigError("agent_options cannot set the agent's seed: it comes from the run's seed (--seed).")
 
@@ -244,6 +264,10 @@ class RunConfig:
         data["prompt"] = self.prompt.to_dict()
         data["env_kwargs"] = json_safe(dict(self.env_kwargs))
         data["agent_options"] = json_safe(dict(self.agent_options))
+        if self.agents is None:
+            del data["agents"]  # single-agent run folders keep their config.json as before
+        else:
+            data["agents"] = dict(self.agents)
         data["tasks"] = None if self.tasks is None else [t.to_dict() for t in self.tasks]
         return data
 
@@ -335,6 +359,12 @@ class Runner:
             own). :meth:`envgym.progress.Progress.update` takes exactly these.
     """
 
+    # What the multi-agent path (envgym.rollout.multiagent) shares with this runner.
+    failure_type = _Failure
+    check_output = staticmethod(_check_output)
+    identity_keys = IDENTITY_KEYS
+    max_default_envs = MAX_DEFAULT_ENVS
+
     def __init__(
         self,
         config: RunConfig,
@@ -344,8 +374,10 @@ class Runner:
         on_episode_end: Callable[[Trajectory], None] | None = None,
         on_task_end: Callable[[EpisodeTask, Trajectory], None] | None = None,
         on_progress: Callable[..., None] | None = None,
+        agents: Mapping[str, Agent] | None = None,
     ) -> None:
         self.config = config
+        self._agents = dict(agents) if agents else None
         self.on_task_end = on_task_end
         self.on_progress = on_progress
         self.tasks = config.task_list()
@@ -374,12 +406,23 @@ class Runner:
     def run(self) -> RunResult:
         """Play every episode not already recorded in the run folder; return all of them."""
         cfg = self.config
-        for env_id in dict.fromkeys(env_id for env_id, _ in self._kinds):
-            env_spec = registration.spec(env_id)  # unknown ids fail here, before anything loads
-            if env_spec.kind != "gymnasium":
+        # Unknown ids fail here, before anything loads.
+        kinds = {env_id: registration.spec(env_id).kind for env_id in dict.fromkeys(e for e, _ in self._kinds)}
+        if "parallel" in kinds.values():
+            if set(kinds.values()) != {"parallel"}:
                 raise ConfigError(
-                    f"{env_id!r} is a multi-agent ({env_spec.kind}) environment; the runner plays single-agent ids."
+                    f"a run plays either single-agent ids or PettingZoo Parallel ids, not both: {kinds!r}."
                 )
+            trajectories, summary = run_parallel(self, self._agent, self._agents)
+            return RunResult(trajectories, summary, self.out)
+        for env_id, kind in kinds.items():
+            if kind != "gymnasium":
+                raise ConfigError(
+                    f"{env_id!r} is a turn-based ({kind}) multi-agent environment; the runner plays single-agent ids "
+                    "and PettingZoo Parallel ids."
+                )
+        if cfg.agents or self._agents:
+            raise ConfigError("agents (one spec per agent) applies to PettingZoo Parallel envs only.")
         # Build one environment of each kind here first: bad kwargs or a missing extra are usage
         # errors, not env_errors of every episode.
         for env_id, kwargs in self._kinds:

@@ -7,6 +7,7 @@ counted apart in ``infra_errors`` and never enter a mean as a zero.
 
 from __future__ import annotations
 
+import collections
 import math
 import statistics
 from collections import Counter
@@ -15,7 +16,7 @@ from typing import Any
 
 from envgym.rollout.records import Trajectory
 
-__all__ = ["summarize"]
+__all__ = ["summarize", "summarize_multiagent"]
 
 
 def summarize(trajectories: Sequence[Trajectory], wall_time_s: float) -> dict[str, Any]:
@@ -56,4 +57,45 @@ def summarize(trajectories: Sequence[Trajectory], wall_time_s: float) -> dict[st
         "completion_tokens": sum(t.completion_tokens for t in trajectories),
         "wall_time_s": round(wall_time_s, 4),
         "steps_per_s": round(steps / wall_time_s, 1) if wall_time_s > 0 else None,
+    }
+
+
+def summarize_multiagent(trajectories: Sequence[Trajectory]) -> dict[str, Any] | None:
+    """Run-level multi-agent numbers over the scored episodes (``None`` without multi-agent records).
+
+    Keys: ``episodes`` (distinct scored episodes), ``agents_per_episode``, ``mean_joint_return``,
+    ``mean_return_by_agent``, ``mean_return_by_policy``, ``mean_return_gap``, ``mean_rounds``,
+    ``mean_invalid_rounds`` and ``mean_final`` (per number of the environment's final info).
+    """
+    episodes: dict[str, dict[str, Any]] = {}
+    by_agent: dict[str, list[float]] = collections.defaultdict(list)
+    by_policy: dict[str, list[float]] = collections.defaultdict(list)
+    for t in trajectories:
+        meta = t.extra.get("multiagent") if isinstance(t.extra, dict) else None
+        if not isinstance(meta, dict) or not t.scored:
+            continue
+        by_agent[str(meta.get("agent_id"))].append(float(t.total_reward))
+        by_policy[str(t.agent)].append(float(t.total_reward))
+        episodes.setdefault(str(meta.get("episode_id")), meta)
+    if not episodes:
+        return None
+    metas = list(episodes.values())
+    finals: dict[str, list[float]] = collections.defaultdict(list)
+    for meta in metas:
+        for key, value in (meta.get("final") or {}).items():
+            finals[key].append(float(value))
+
+    def mean(key: str) -> float:
+        return statistics.fmean(float(m.get(key, 0.0)) for m in metas)
+
+    return {
+        "episodes": len(metas),
+        "agents_per_episode": max(len(m.get("agents", ())) for m in metas),
+        "mean_joint_return": mean("joint_return"),
+        "mean_return_by_agent": {a: statistics.fmean(v) for a, v in sorted(by_agent.items())},
+        "mean_return_by_policy": {p: statistics.fmean(v) for p, v in sorted(by_policy.items())},
+        "mean_return_gap": mean("return_gap"),
+        "mean_rounds": mean("rounds"),
+        "mean_invalid_rounds": mean("invalid_rounds"),
+        "mean_final": {k: statistics.fmean(v) for k, v in sorted(finals.items())},
     }

@@ -72,7 +72,7 @@ from typing import Any
 
 from envgym._folderlock import FolderLock
 from envgym.errors import ConfigError, EnvgymError, StopRun
-from envgym.registration import make, spec
+from envgym.registration import make, make_parallel, spec
 from envgym.rollout.records import Trajectory
 from envgym.trainer import policy as trainer_policy  # load_policy looked up at call time (tests replace it)
 from envgym.trainer.algorithms import Algorithm, get_algorithm
@@ -231,8 +231,27 @@ class Trainer:
         if cfg.eval_every:
             variants.append((cfg.env_id, cfg.resolved_eval_env_kwargs))
         for env_id, kwargs in variants:
-            if spec(env_id).kind != "gymnasium":
-                raise ConfigError(f"{env_id!r} is a multi-agent environment; the trainer needs single-agent ids.")
+            kind = spec(env_id).kind
+            if kind == "parallel":
+                # Self-play: every agent's turns are samples of the one policy, and every agent's
+                # record is an episode of its task's group (envgym.rollout.multiagent).
+                if cfg.rollout_backend != "inproc":
+                    raise ConfigError(
+                        f"{env_id!r} is a PettingZoo Parallel environment: its rollouts run in this process; "
+                        f"set rollout_backend='inproc' (got {cfg.rollout_backend!r})."
+                    )
+                if kwargs.get("reward_wrappers"):
+                    raise ConfigError(
+                        f"{env_id!r} is a PettingZoo Parallel environment: reward wrappers apply to single-agent "
+                        "envs only (give its reward settings in env_kwargs)."
+                    )
+                make_parallel(env_id, **kwargs).close()
+                continue
+            if kind != "gymnasium":
+                raise ConfigError(
+                    f"{env_id!r} is a turn-based ({kind}) multi-agent environment; the trainer takes single-agent "
+                    "ids and PettingZoo Parallel ids (self-play)."
+                )
             make(env_id, **kwargs).close()
 
     def _check_world(self) -> None:

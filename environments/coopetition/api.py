@@ -433,6 +433,7 @@ class CoopParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
                 invalid_actions=episode.invalid[i],
                 rewards=[float(r) for r in rewards],
                 payoffs=[float(p) for p in payoffs],
+                agent=agent,
                 own_action=float(self.game.actions[i]),
                 **numbers,
             )

@@ -169,6 +169,8 @@ class CoopTextEnv(TextSpaces, ParallelEnv[str, str, str]):
     Version history: v0, first version.
     """
 
+    #: The oracle's module: ``envgym.agents.solvers.coopetition``.
+    name: ClassVar[str] = "coopetition"
     metadata: ClassVar[dict[str, Any]] = {
         "render_modes": ["ansi"],
         "name": "coopetition_text_v0",
@@ -348,6 +350,7 @@ class CoopTextEnv(TextSpaces, ParallelEnv[str, str, str]):
                 round=self.game.step_count,
                 rewards=[float(r) for r in rewards],
                 payoffs=[float(p) for p in payoffs],
+                agent=agent,
                 own_action=float(self.game.actions[i]),
                 **numbers,
             )

@@ -58,6 +58,7 @@ DIFFERENT_HELP = {
 RUN_FIELDS = {
     "--agent": (RunConfig, "agent"),
     "--agent-option": (RunConfig, "agent_options"),
+    "--agent-for": (RunConfig, "agents"),
     "--episodes": (RunConfig, "episodes"),
     "--seed": (RunConfig, "seed"),
     "--kwargs": (RunConfig, "env_kwargs"),
@@ -98,7 +99,7 @@ TRAIN_FIELDS = {
     "--kwargs": "env_kwargs",
 }
 #: key=value flags: the field's documentation, then how to write the values.
-KEY_VALUE_FLAGS = {"--agent-option", "--kwargs"}
+KEY_VALUE_FLAGS = {"--agent-option", "--kwargs", "--agent-for"}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,6 +32,7 @@ print(json.dumps(out))
 
 def test_the_family_suites_with_an_oracle_publish_their_baselines() -> None:
     assert "webshop-v1" in SUITES
+    assert "driving-v1" in SUITES
 
 
 @pytest.mark.slow
