@@ -19,6 +19,12 @@ and every further line is one **episode**::
      "turns": [{"action", "reward", "reward_components", "action_valid", "terminated", "truncated",
                 "observation", "completion", "format_ok"}]}
 
+**Multi-agent entries** (PettingZoo Parallel env ids, see :mod:`envgym.rollout.multiagent`): the
+manifest's entry adds ``"agents"`` (the env's ``possible_agents``, in order) and every agent's
+record of a joint episode is its own episode line, adding ``"agent_id"`` and ``"position"`` (the
+agent's place in ``agents``); an entry's lines come in (seed, trial, position) order. Lines of
+single-agent entries carry neither key, so their bundles are what they were before.
+
 Actions are kept whole (the replay steps them); observations and completions are cut to
 ``text_cap`` characters (the viewer's copy). Episodes of infrastructure failures
 (``env_error``, ``agent_error``, ``timeout``) are carried with ``"scored": false`` and their
@@ -155,10 +161,21 @@ EPISODE_KEYS = (
 )
 
 
+def _multiagent(trajectory: Any) -> Mapping[str, Any] | None:
+    """The ``extra["multiagent"]`` block of a Parallel env's per-agent record (``None``: single agent)."""
+    meta = trajectory.extra.get("multiagent") if isinstance(trajectory.extra, Mapping) else None
+    return meta if isinstance(meta, Mapping) else None
+
+
 def _bundle_episode(entry: str, trajectory: Any, cap: int) -> dict[str, Any]:
     record: dict[str, Any] = dict(episode_record(trajectory, text_cap=cap))
     record["trial"] = record["member"]
-    return {"entry": entry, **{key: record[key] for key in EPISODE_KEYS}}
+    episode = {"entry": entry, **{key: record[key] for key in EPISODE_KEYS}}
+    meta = _multiagent(trajectory)
+    if meta is not None:  # one agent's record of a joint episode
+        episode["agent_id"] = str(meta["agent_id"])
+        episode["position"] = int(meta["position"])
+    return episode
 
 
 def make_bundle(
@@ -208,20 +225,29 @@ def make_bundle(
             trajectories = load_trajectories(folder)
         except (EnvgymError, ValueError) as err:
             raise BundleError(f"{folder}: cannot read the episodes ({err}).") from err
-        entries.append(
-            {
-                "name": entry,
-                "env_id": env_id,
-                "env_version": int(match["version"]),
-                "env_kwargs": config.get("env_kwargs") or {},
-                "max_turns": config.get("max_turns"),
-                "episodes": len(trajectories),
-            }
-        )
+        item = {
+            "name": entry,
+            "env_id": env_id,
+            "env_version": int(match["version"]),
+            "env_kwargs": config.get("env_kwargs") or {},
+            "max_turns": config.get("max_turns"),
+            "episodes": len(trajectories),
+        }
+        metas = [m for m in map(_multiagent, trajectories) if m is not None]
+        if metas:  # a Parallel entry: its agents, as every record names them
+            item["agents"] = [str(a) for a in metas[0]["agents"]]
+        entries.append(item)
         episodes += [_bundle_episode(entry, t, text_cap) for t in trajectories]
         last_finished = max([last_finished, *(str(t.finished_at or "") for t in trajectories)])
     order = {n: i for i, n in enumerate(names)}
-    episodes.sort(key=lambda e: (order[e["entry"]], e["seed"] if isinstance(e["seed"], int) else 0, e["trial"]))
+    episodes.sort(
+        key=lambda e: (
+            order[e["entry"]],
+            e["seed"] if isinstance(e["seed"], int) else 0,
+            e["trial"],
+            e.get("position", 0),
+        )
+    )
     agent_spec = str(bench.get("agent") or "agent")
     git = bench.get("git_commit")
     manifest: dict[str, Any] = {
@@ -333,6 +359,14 @@ def _check_manifest(m: Any) -> None:
             and (entry.get("max_turns") is None or isinstance(entry.get("max_turns"), int))
         )
         _expect(ok, f"manifest.entries[{i}]", "name, env_id, env_version (int), env_kwargs (object), max_turns", entry)
+        if "agents" in entry:
+            agents = entry["agents"]
+            _expect(
+                isinstance(agents, list) and bool(agents) and all(isinstance(a, str) for a in agents),
+                f"manifest.entries[{i}].agents",
+                "a non-empty list of agent ids (text)",
+                agents,
+            )
     agent = m.get("agent")
     _expect(
         isinstance(agent, dict)
@@ -364,6 +398,15 @@ def _check_episode(e: Any, line: int) -> None:
         _expect(isinstance(value, int) and not isinstance(value, bool), f"{where}: {key}", "an integer", value)
     _expect(isinstance(e.get("scored"), bool), f"{where}: scored", "true or false", e.get("scored"))
     _expect(isinstance(e.get("success"), bool), f"{where}: success", "true or false", e.get("success"))
+    if "agent_id" in e or "position" in e:  # one agent's record of a multi-agent episode
+        _expect(isinstance(e.get("agent_id"), str), f"{where}: agent_id", "text", e.get("agent_id"))
+        position = e.get("position")
+        _expect(
+            isinstance(position, int) and not isinstance(position, bool) and position >= 0,
+            f"{where}: position",
+            "an integer >= 0",
+            position,
+        )
     _expect(
         isinstance(e.get("termination_reason"), str),
         f"{where}: termination_reason",
@@ -484,12 +527,24 @@ def read_bundle(source: str | os.PathLike[str] | bytes, *, max_bytes: int = DEFA
 
 
 def episode_key(episode: Mapping[str, Any]) -> tuple[str, int, int]:
-    """``(entry, seed, trial)``: what identifies an episode in a bundle."""
+    """``(entry, seed, trial)``: what identifies an episode (a joint one, for several agents)."""
     return (episode["entry"], episode["seed"], episode["trial"])
 
 
-def describe(keys: Sequence[tuple[str, int, int]], limit: int = 5) -> str:
-    """``entry 'x' seed 3 trial 0, ...`` for messages (at most ``limit`` shown)."""
-    shown = ", ".join(f"entry {e!r} seed {s} trial {t}" for e, s, t in list(keys)[:limit])
+def record_key(episode: Mapping[str, Any]) -> tuple[str, int, int, str | None]:
+    """``(entry, seed, trial, agent_id)``: what identifies an episode line of a bundle
+    (``agent_id`` is ``None`` for a single-agent episode)."""
+    return (episode["entry"], episode["seed"], episode["trial"], episode.get("agent_id"))
+
+
+def describe(keys: Sequence[tuple[Any, ...]], limit: int = 5) -> str:
+    """``entry 'x' seed 3 trial 0[ agent 'agent_1'], ...`` for messages (at most ``limit`` shown);
+    keys are :func:`episode_key` or :func:`record_key` tuples."""
+
+    def one(key: tuple[Any, ...]) -> str:
+        text = f"entry {key[0]!r} seed {key[1]} trial {key[2]}"
+        return text + (f" agent {key[3]!r}" if len(key) > 3 and key[3] is not None else "")
+
+    shown = ", ".join(one(k) for k in list(keys)[:limit])
     more = len(keys) - limit
     return shown + (f" and {more} more" if more > 0 else "")

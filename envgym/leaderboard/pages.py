@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
@@ -154,7 +155,10 @@ def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) ->
     if not board:
         return _page(suite_id, f"<h1>{_esc(suite_id)}</h1><p class='muted'>No submissions.</p>", href)
     entries = [e["entry"] for e in board[0]["entries"]]
-    ks = sorted({k for b in board for k in b["pass_k"]}, key=int)
+    # pass^k up to the trials: a multi-agent entry's pass^k runs on to k = agents x trials (every
+    # agent's record is an episode of the task), which the submission page lists.
+    most = max(int(b["trials"]) for b in board)
+    ks = sorted({k for b in board for k in b["pass_k"] if int(k) <= most}, key=int)
     head = (
         "<th class='num' data-type='num'>rank</th><th data-type='text'>agent</th>"
         "<th class='num' data-type='num'>success</th><th class='num' data-type='num'>95% CI</th>"
@@ -204,8 +208,28 @@ def _yes_no(value: bool) -> str:
     return "<span class='yes'>yes</span>" if value else "<span class='no'>no</span>"
 
 
+def _agent_label(ep: Mapping[str, Any]) -> str:
+    """`` agent <id>`` for one agent's record of a multi-agent episode, else nothing."""
+    return f" agent {ep['agent_id']}" if ep.get("agent_id") else ""
+
+
+def joint_returns(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Per multi-agent entry: the mean over its scored joint episodes (entry, seed, trial) of the
+    sum of every agent's return (entries without agent records are left out)."""
+    joint: dict[tuple[str, int, int], float] = {}
+    for ep in episodes:
+        if ep.get("agent_id") and ep["scored"]:
+            key = (ep["entry"], ep["seed"], ep["trial"])
+            joint[key] = joint.get(key, 0.0) + float(ep["total_reward"])
+    sums: dict[str, list[float]] = {}
+    for (entry, _, _), value in joint.items():
+        sums.setdefault(entry, []).append(value)
+    return {entry: math.fsum(values) / len(values) for entry, values in sums.items()}
+
+
 def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]], href: Href) -> str:
-    """One submission: who, what, scores per environment, and its episodes."""
+    """One submission: who, what, scores per environment, and its episodes (one row per agent of a
+    multi-agent episode, with the entry's mean joint return)."""
     meta_rows = [
         ("agent", sub["agent_name"]),
         ("agent spec", sub["agent_spec"]),
@@ -225,16 +249,20 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
         ("content hash", sub["content_hash"]),
     ]
     meta = "".join(f"<dt>{_esc(k)}</dt><dd>{_esc(v)}</dd>" for k, v in meta_rows)
+    joint = joint_returns(episodes)
+    multi = any(ep.get("agent_id") for ep in episodes)
     entry_rows = "".join(
         f"<tr><td>{_esc(e['entry'])}</td><td><code>{_esc(e['env_id'])}</code></td>{_num_cell(e['success_rate'])}"
         f"<td class='num'>{_ci_text(e)}</td>"
-        f"{_num_cell(e['mean_reward'])}{_num_cell(e['mean_turns'], 2)}"
+        f"{_num_cell(e['mean_reward'])}{_num_cell(joint.get(e['entry'])) if joint else ''}{_num_cell(e['mean_turns'], 2)}"
         f"<td class='num'>{e['scored']}/{e['episodes']}</td><td class='num'>{e['infra']}</td></tr>"
         for e in sub["entries"]
     )
     episode_rows = "".join(
         f"<tr><td>{_esc(ep['entry'])}</td><td class='num' data-value='{ep['seed']}'>{ep['seed']}</td>"
-        f"<td class='num' data-value='{ep['trial']}'>{ep['trial']}</td><td>{_esc(ep['task_id'])}</td>"
+        f"<td class='num' data-value='{ep['trial']}'>{ep['trial']}</td>"
+        + (f"<td class='agent'>{_esc(ep.get('agent_id') or '')}</td>" if multi else "")
+        + f"<td>{_esc(ep['task_id'])}</td>"
         f"<td>{_yes_no(ep['success']) if ep['scored'] else 'unscored'}</td>{_num_cell(ep['total_reward'])}"
         f"<td class='num' data-value='{ep['num_turns']}'>{ep['num_turns']}</td><td>{_esc(ep['termination_reason'])}</td>"
         f"<td><a class='view' href='{_esc(href(_episode_link(sub['id'], ep['ordinal'])))}'>view</a></td></tr>"
@@ -245,11 +273,15 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
         f"<h1>{_esc(sub['agent_name'])}</h1><dl class='meta'>{meta}</dl>"
         "<h2>Per environment</h2><table class='sortable' id='entries'><thead><tr><th data-type='text'>entry</th>"
         "<th data-type='text'>environment</th><th class='num' data-type='num'>success</th><th class='num'>95% CI</th>"
-        "<th class='num' data-type='num'>mean reward</th><th class='num' data-type='num'>mean turns</th>"
+        "<th class='num' data-type='num'>mean reward</th>"
+        + ("<th class='num' data-type='num'>mean joint return</th>" if joint else "")
+        + "<th class='num' data-type='num'>mean turns</th>"
         "<th class='num'>scored</th><th class='num'>infra</th></tr></thead>"
         f"<tbody>{entry_rows}</tbody></table>"
         "<h2>Episodes</h2><table class='sortable' id='episodes'><thead><tr><th data-type='text'>entry</th>"
-        "<th class='num' data-type='num'>seed</th><th class='num' data-type='num'>trial</th><th data-type='text'>task</th>"
+        "<th class='num' data-type='num'>seed</th><th class='num' data-type='num'>trial</th>"
+        + ("<th data-type='text'>agent</th>" if multi else "")
+        + "<th data-type='text'>task</th>"
         "<th data-type='text'>success</th><th class='num' data-type='num'>reward</th>"
         "<th class='num' data-type='num'>turns</th><th data-type='text'>end</th><th>viewer</th></tr></thead>"
         f"<tbody>{episode_rows}</tbody></table>"
@@ -260,10 +292,38 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
 def episode_page(
     sub: Mapping[str, Any], episode: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]], href: Href
 ) -> str:
-    """The turn-by-turn viewer of one episode, with a picker for the submission's other episodes."""
+    """The turn-by-turn viewer of one episode, with a picker for the submission's other episodes.
+
+    For one agent's record of a multi-agent episode the picker lists the joint episodes of its
+    entry (each opens its first agent's record) and links lead to the other agents' records of
+    this episode: a picker of every record would make each page as long as the submission.
+    """
+    picked = episode["ordinal"]
+    agent_links = ""
+    if episode.get("agent_id"):
+        current = (episode["seed"], episode["trial"])
+        firsts: dict[tuple[int, int], Mapping[str, Any]] = {}
+        same: list[Mapping[str, Any]] = []
+        for ep in episodes:
+            if ep["entry"] == episode["entry"]:
+                firsts.setdefault((ep["seed"], ep["trial"]), ep)
+                if (ep["seed"], ep["trial"]) == current:
+                    same.append(ep)
+        picked = firsts[current]["ordinal"] if current in firsts else picked
+        episodes = list(firsts.values())
+        agent_links = (
+            "<p class='agents'>Agents: "
+            + " &middot; ".join(
+                f"<b>{_esc(ep['agent_id'])}</b>"
+                if ep["ordinal"] == episode["ordinal"]
+                else f"<a href='{_esc(href(_episode_link(sub['id'], ep['ordinal'])))}'>{_esc(ep['agent_id'])}</a>"
+                for ep in same
+            )
+            + "</p>"
+        )
     options = "".join(
         f"<option value='{_esc(href(_episode_link(sub['id'], ep['ordinal'])))}'"
-        f"{' selected' if ep['ordinal'] == episode['ordinal'] else ''}>"
+        f"{' selected' if ep['ordinal'] == picked else ''}>"
         f"{_esc(ep['entry'])} seed {ep['seed']} trial {ep['trial']}</option>"
         for ep in episodes
     )
@@ -287,8 +347,8 @@ def episode_page(
     status = _yes_no(episode["success"]) if episode["scored"] else "unscored (infrastructure failure)"
     body = (
         f"<p><a href='{_esc(href('/entries/' + str(sub['id'])))}'>\u2190 {_esc(sub['agent_name'])}</a></p>"
-        f"<h1>{_esc(episode['entry'])} seed {episode['seed']} trial {episode['trial']}</h1>"
-        f"<p><label>Episode <select id='episode-picker'>{options}</select></label></p>"
+        f"<h1>{_esc(episode['entry'])} seed {episode['seed']} trial {episode['trial']}{_esc(_agent_label(episode))}</h1>"
+        f"<p><label>Episode <select id='episode-picker'>{options}</select></label></p>{agent_links}"
         f"<p>task <code>{_esc(episode['task_id'])}</code> &middot; success {status} &middot; reward "
         f"{episode['total_reward']:g} &middot; {episode['num_turns']} turns &middot; ended by "
         f"{_esc(episode['termination_reason'])}</p>"

@@ -1,15 +1,22 @@
 """Leaderboard scores, computed from replayed episodes (never from the claimed numbers).
 
 Per entry (one environment of the suite), over the *scored* episodes (infrastructure failures are
-counted in ``infra`` and left out, never entered as a zero):
+counted in ``infra`` and left out, never entered as a zero), as a bench run's ``results.json``
+computes them (:mod:`envgym.bench.metrics`):
 
-* ``success_rate``: fraction of successful episodes;
-* ``mean_reward``: mean episode return;
+* ``success_rate``: the mean over tasks (seeds) of each task's fraction of successful episodes
+  (with the same number of scored episodes per task: the fraction of successful episodes);
+* ``mean_reward``: the mean over tasks of each task's mean episode return;
 * ``ci_low``/``ci_high``: a 95 % percentile bootstrap interval of the success rate, resampling
   tasks (seeds) with their trials (tasks are the unit of sampling, trials are not independent);
 * ``pass_k``: for ``k = 1..K``, the mean over tasks of ``C(c, k) / C(n, k)`` (``n`` scored trials,
   ``c`` successes): the chance that ``k`` trials drawn without replacement all succeed
   (pass^k, tau-bench); tasks with fewer than ``k`` scored trials are left out of that ``k``.
+
+A multi-agent entry (a PettingZoo Parallel env) has one outcome per agent of each joint episode,
+and each counts as one episode of its task, as in the bench: a task of an ``n``-agent game with
+``K`` trials has ``n * K`` episodes (so ``pass_k`` runs to ``k = n * K``: pass^n of one trial is
+the chance that every agent succeeded), and ``mean_reward`` is the mean return per agent.
 
 Overall: the unweighted mean over entries of each number (every environment counts the same);
 its interval resamples tasks within each entry (stratified bootstrap). The bootstrap is the bench
@@ -25,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from envgym.bench.metrics import pass_hat_k, stratified_bootstrap_ci
+from envgym.bench.metrics import pass_hat_curve, pass_hat_k, stratified_bootstrap_ci
 
 __all__ = ["EntryScore", "EpisodeOutcome", "Scores", "compute_scores", "pass_hat_k"]
 
@@ -43,6 +50,8 @@ class EpisodeOutcome:
     num_turns: int
     termination_reason: str
     reward_components: Mapping[str, float] = field(default_factory=dict)
+    agent: str | None = None
+    """The agent id of one agent's record of a multi-agent episode (``None``: single-agent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,23 +117,22 @@ def _bootstrap(groups: Sequence[Sequence[Sequence[float]]]) -> tuple[float, floa
     return stratified_bootstrap_ci(groups)
 
 
-def _entry_score(entry: str, env_id: str, outcomes: Sequence[EpisodeOutcome], trials: int) -> EntryScore:
+def _entry_score(entry: str, env_id: str, outcomes: Sequence[EpisodeOutcome]) -> EntryScore:
     scored = [o for o in outcomes if o.scored]
     tasks = _by_task(outcomes)
-    pass_k: dict[str, float] = {}
-    for k in range(1, trials + 1):
-        value = pass_hat_k([[o.success for o in ts] for ts in tasks.values()], k)
-        if value is not None:
-            pass_k[str(k)] = value
+    # k = 1 .. the most scored episodes of a task: the trials, times the agents of a multi-agent game.
+    pass_k = pass_hat_curve([[o.success for o in ts] for ts in tasks.values()])
     ci = _bootstrap([[[float(o.success) for o in ts] for ts in tasks.values()]])
+    task_success = [_mean([float(o.success) for o in ts]) for ts in tasks.values()]
+    task_reward = [_mean([o.total_reward for o in ts]) for ts in tasks.values()]
     return EntryScore(
         entry=entry,
         env_id=env_id,
         episodes=len(outcomes),
         scored=len(scored),
         infra=len(outcomes) - len(scored),
-        success_rate=_mean([float(o.success) for o in scored]),
-        mean_reward=_mean([o.total_reward for o in scored]),
+        success_rate=_mean([v for v in task_success if v is not None]),
+        mean_reward=_mean([v for v in task_reward if v is not None]),
         ci_low=ci[0] if ci else None,
         ci_high=ci[1] if ci else None,
         mean_turns=_mean([float(o.num_turns) for o in scored]),
@@ -138,12 +146,13 @@ def compute_scores(outcomes: Sequence[EpisodeOutcome], entries: Sequence[tuple[s
     Args:
         outcomes: every episode's replayed outcome.
         entries: ``(entry name, env id)`` in suite order.
-        trials: trials per task (the largest ``k`` of pass^k).
+        trials: trials per task (kept for callers; pass^k runs to the most scored episodes of a
+            task, which is ``trials`` for a single-agent entry without infrastructure failures).
     """
     per_entry: dict[str, list[EpisodeOutcome]] = defaultdict(list)
     for o in outcomes:
         per_entry[o.entry].append(o)
-    scores = tuple(_entry_score(name, env_id, per_entry.get(name, []), trials) for name, env_id in entries)
+    scores = tuple(_entry_score(name, env_id, per_entry.get(name, [])) for name, env_id in entries)
     rated = [s for s in scores if s.success_rate is not None]
     ks = sorted({k for s in rated for k in s.pass_k}, key=int)
     pass_k = {k: math.fsum(s.pass_k[k] for s in rated if k in s.pass_k) / sum(k in s.pass_k for s in rated) for k in ks}

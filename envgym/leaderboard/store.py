@@ -12,9 +12,11 @@ Tables: ``submissions`` (one row per accepted bundle; its ``content_hash`` is un
 resubmitting the same bundle returns the existing row instead of a second one; ``submitter`` is
 the name of the upload token, ``hidden`` takes it off the board), ``entry_scores`` (one row per
 submission and suite entry), ``episodes`` (one row per episode, with the capped turn-by-turn
-record the viewer shows), ``tokens`` (upload and admin tokens: a name, a role and the sha256 of
+record the viewer shows; one row per agent of a multi-agent episode, ``agent`` holding its id, empty
+for a single-agent one), ``tokens`` (upload and admin tokens: a name, a role and the sha256 of
 the token, never the token itself) and ``audit`` (one row per hide or unhide: who, when, why).
-A database made before ``submitter`` and ``hidden`` existed gains the two columns when opened.
+A database made before ``submitter`` and ``hidden`` existed gains the two columns when opened; one
+made before ``episodes.agent`` existed gains it, its episodes keyed by (entry, seed, trial, agent).
 
 Concurrent writers: every write is one transaction and the unique constraints decide races (the
 loser of a race on the same hash rolls back and reports the winner's row). SQLite runs in WAL
@@ -158,10 +160,14 @@ class EntryScoreRow(_Base):
     submission: Mapped[SubmissionRow] = relationship(back_populates="entry_scores")
 
 
+#: The unique key of an episode row (an agent's record, in a multi-agent episode).
+_EPISODE_KEY = ("submission_id", "entry", "seed", "trial", "agent")
+
+
 class EpisodeRow(_Base):
     __tablename__ = "episodes"
     __table_args__ = (
-        UniqueConstraint("submission_id", "entry", "seed", "trial"),
+        UniqueConstraint(*_EPISODE_KEY, name="uq_episodes_record"),
         UniqueConstraint("submission_id", "ordinal"),
     )
 
@@ -178,6 +184,8 @@ class EpisodeRow(_Base):
     num_turns: Mapped[int] = mapped_column(Integer)
     termination_reason: Mapped[str] = mapped_column(String(40))
     record: Mapped[dict[str, Any]]
+    # Added with multi-agent suites: _migrate adds it (and widens the unique key) in older databases.
+    agent: Mapped[str] = mapped_column(String(200), default="", server_default="")
 
 
 class TokenRow(_Base):
@@ -282,6 +290,8 @@ def _episode_dict(row: EpisodeRow, *, record: bool) -> dict[str, Any]:
         "num_turns": row.num_turns,
         "termination_reason": row.termination_reason,
     }
+    if row.agent:  # one agent's record of a multi-agent episode
+        data["agent_id"] = row.agent
     if record:
         data["turns"] = row.record.get("turns", [])
         data["final_observation"] = row.record.get("final_observation")
@@ -347,6 +357,31 @@ class Store:
                     column = CreateColumn(table.c[name]).compile(dialect=self.engine.dialect)
                     guard = "" if self._sqlite else "IF NOT EXISTS "  # PostgreSQL: a concurrent start
                     connection.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {guard}{column}")
+                if "agent" not in {c["name"] for c in inspect(connection).get_columns(EpisodeRow.__tablename__)}:
+                    self._migrate_episodes(connection)
+
+    def _migrate_episodes(self, connection: Any) -> None:
+        """Give an ``episodes`` table made before multi-agent suites its ``agent`` column, and key
+        its rows by (submission, entry, seed, trial, agent) instead of (submission, entry, seed, trial)."""
+        table = EpisodeRow.__table__
+        name = table.name
+        if self._sqlite:  # SQLite cannot drop a constraint: copy the rows into a new table
+            old = f"{name}_before_agent"
+            connection.exec_driver_sql(f"ALTER TABLE {name} RENAME TO {old}")
+            for index in table.indexes:
+                connection.exec_driver_sql(f"DROP INDEX IF EXISTS {index.name}")
+            table.create(connection)
+            columns = ", ".join(c.name for c in table.columns if c.name != "agent")
+            connection.exec_driver_sql(f"INSERT INTO {name} ({columns}, agent) SELECT {columns}, '' FROM {old}")
+            connection.exec_driver_sql(f"DROP TABLE {old}")
+            return
+        column = CreateColumn(table.c["agent"]).compile(dialect=self.engine.dialect)
+        connection.exec_driver_sql(f"ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {column}")
+        for constraint in inspect(connection).get_unique_constraints(name):
+            if set(constraint["column_names"]) == set(_EPISODE_KEY) - {"agent"}:
+                connection.exec_driver_sql(f'ALTER TABLE {name} DROP CONSTRAINT "{constraint["name"]}"')
+        key = ", ".join(_EPISODE_KEY)
+        connection.exec_driver_sql(f"ALTER TABLE {name} ADD CONSTRAINT uq_episodes_record UNIQUE ({key})")
 
     # -- SQLite: WAL, and writers that queue ------------------------------------------------------
     @staticmethod
@@ -405,7 +440,7 @@ class Store:
         existing = self.find(bundle.content_hash)
         if existing is not None:
             return existing, False
-        outcome = {(o.entry, o.seed, o.trial): o for o in verified.outcomes}
+        outcome = {(o.entry, o.seed, o.trial, o.agent): o for o in verified.outcomes}
         row = SubmissionRow(
             content_hash=bundle.content_hash,
             suite_id=verified.suite.id,
@@ -456,7 +491,7 @@ class Store:
                 session.flush()
                 episodes = []
                 for ordinal, episode in enumerate(bundle.episodes):
-                    replayed = outcome[(episode["entry"], episode["seed"], episode["trial"])]
+                    replayed = outcome[(episode["entry"], episode["seed"], episode["trial"], episode.get("agent_id"))]
                     episodes.append(
                         EpisodeRow(
                             submission_id=row.id,
@@ -470,6 +505,7 @@ class Store:
                             total_reward=replayed.total_reward,
                             num_turns=replayed.num_turns,
                             termination_reason=replayed.termination_reason,
+                            agent=str(episode.get("agent_id") or ""),
                             record={
                                 "turns": episode["turns"],
                                 "final_observation": episode.get("final_observation"),

@@ -12,6 +12,12 @@
    ``env_kwargs`` (with the split) and ``max_turns`` are the suite's;
 4. the episode set: exactly one episode per (entry, seed, trial) the suite asks for (its seeds,
    trials ``0..K-1`` with ``K`` the bundle's trial count): none missing, none duplicated, none extra;
+   for a multi-agent entry (a PettingZoo Parallel env id) one episode line per (entry, seed, trial,
+   agent) for every agent of the env's ``possible_agents`` (the manifest entry's ``agents`` must be
+   that list, each line's ``position`` the agent's place in it and its ``index`` the runner's record
+   number, episode number x agents + position, the same episode number for every agent of the
+   episode): an unknown agent id, a line without one, or a missing, duplicated or extra agent
+   rejects the bundle;
 5. every episode, replayed: ``make(env_id, **kwargs)``, ``reset(seed=seed)`` (the task id must be
    the claimed one), then each recorded action stepped in turn; the observation before each
    action (the part the bundle kept), reward, reward components, ``action_valid``,
@@ -20,7 +26,16 @@
    total reward must match. The suite's ``max_turns`` is applied as the harness applies it. A
    claim that the agent stopped at its own token budget (``truncated_by: token_budget``) is
    accepted on the turn it names: it only cuts the agent's own episode short;
-6. infrastructure failures (unscored episodes: ``env_error``, ``agent_error``, ``timeout``) are
+6. every joint episode of a multi-agent entry, replayed: ``make_parallel(env_id, **kwargs)``,
+   ``reset(seed=seed)`` (each agent's task id must be its claimed one), then round by round every
+   live agent's recorded action for that round stepped at once; each agent's observation, reward,
+   reward components, ``action_valid``, ``terminated``, ``truncated``, end, success, termination
+   reason and total are checked as in 5 (the message also names the agent). An agent's record
+   ends where :func:`~envgym.rollout.ending.episode_end` ends it; a harness cut (``max_turns``, a
+   claimed token budget) of one agent ends every live agent at that round, as the runner does
+   (:mod:`envgym.rollout.multiagent`). The records of one joint episode are scored or unscored
+   together;
+7. infrastructure failures (unscored episodes: ``env_error``, ``agent_error``, ``timeout``) are
    replayed up to where they stopped, then left out of the scores; more than
    ``max_infra_fraction`` of them rejects the bundle (marking hard tasks as failures of the
    infrastructure must not pay).
@@ -49,12 +64,22 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from envgym.core import TerminationReason
 from envgym.errors import ConfigError, EnvgymError, UnknownEnvError
-from envgym.leaderboard.bundle import Bundle, BundleError, canonical_json, describe, episode_key, read_bundle
+from envgym.leaderboard.bundle import (
+    Bundle,
+    BundleError,
+    canonical_json,
+    describe,
+    episode_key,
+    read_bundle,
+    record_key,
+)
 from envgym.leaderboard.scores import EpisodeOutcome, Scores, compute_scores
 from envgym.leaderboard.suites import find_suite, installed_suites, parse_suite_copy
-from envgym.registration import make, spec
+from envgym.registration import make, make_parallel, spec
 from envgym.rollout.ending import TOKEN_BUDGET, EpisodeEnd, episode_end
+from envgym.rollout.multiagent import possible_agents
 
 if TYPE_CHECKING:  # pragma: no cover
     from envgym.bench.suite import Suite
@@ -70,7 +95,8 @@ class VerificationError(EnvgymError):
 
     Attributes:
         reason: the message without the location.
-        entry, seed, trial, turn: where the mismatch is (``None`` where it does not apply).
+        entry, seed, trial, agent, turn: where the mismatch is (``None`` where it does not apply;
+            ``agent`` is the agent id in a multi-agent episode).
     """
 
     def __init__(
@@ -81,6 +107,7 @@ class VerificationError(EnvgymError):
         seed: int | None = None,
         trial: int | None = None,
         turn: int | None = None,
+        agent: str | None = None,
     ) -> None:
         where = []
         if entry is not None:
@@ -89,6 +116,8 @@ class VerificationError(EnvgymError):
             where.append(f"seed {seed}")
         if trial is not None:
             where.append(f"trial {trial}")
+        if agent is not None:
+            where.append(f"agent {agent!r}")
         if turn is not None:
             where.append(f"turn {turn}")
         super().__init__((", ".join(where) + ": " if where else "") + reason)
@@ -96,14 +125,15 @@ class VerificationError(EnvgymError):
         self.entry = entry
         self.seed = seed
         self.trial = trial
+        self.agent = agent
         self.turn = turn
 
     def __reduce__(self) -> Any:  # keyword-only fields survive pickling (process pool)
-        return (_rebuild, (self.reason, self.entry, self.seed, self.trial, self.turn))
+        return (_rebuild, (self.reason, self.entry, self.seed, self.trial, self.turn, self.agent))
 
 
-def _rebuild(reason: str, entry: Any, seed: Any, trial: Any, turn: Any) -> VerificationError:
-    return VerificationError(reason, entry=entry, seed=seed, trial=trial, turn=turn)
+def _rebuild(reason: str, entry: Any, seed: Any, trial: Any, turn: Any, agent: Any = None) -> VerificationError:
+    return VerificationError(reason, entry=entry, seed=seed, trial=trial, turn=turn, agent=agent)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -247,6 +277,200 @@ def replay_episode(
     return EpisodeOutcome(entry, seed, trial, True, success, total, len(turns), reason, components_sum)
 
 
+def replay_joint_episode(
+    env: Any,
+    records: Sequence[Mapping[str, Any]],
+    *,
+    agents: Sequence[str],
+    max_turns: int | None,
+    config: VerifyConfig,
+) -> list[EpisodeOutcome]:
+    """Replay one joint episode of a PettingZoo Parallel env (made with the entry's arguments).
+
+    ``records`` are the bundle's lines of one (entry, seed, trial), one per agent of ``agents``
+    (the env's ``possible_agents``; the episode set check has made sure of that). Returns one
+    replayed outcome per agent, in ``agents`` order; raises :class:`VerificationError` at the
+    first mismatch, naming the agent.
+    """
+    entry, seed, trial = episode_key(records[0])
+    tol = config.tolerance
+    claims = {str(r["agent_id"]): r for r in records}
+
+    def fail(reason: str, agent: str | None = None, turn: int | None = None) -> VerificationError:
+        return VerificationError(reason, entry=entry, seed=seed, trial=trial, agent=agent, turn=turn)
+
+    scored = {bool(claims[a]["scored"]) for a in agents}
+    if len(scored) != 1:
+        shown = ", ".join(f"{a}={claims[a]['scored']}" for a in agents)
+        raise fail(f"the agents' records of one episode are scored and unscored at once ({shown}); they end together")
+    is_scored = scored.pop()
+    for a in agents:
+        claimed_reason = claims[a]["termination_reason"]
+        if is_scored == (claimed_reason in INFRA_REASONS):
+            state = "scored" if is_scored else "unscored"
+            raise fail(f"the record is marked {state} but ends with termination reason {claimed_reason!r}", a)
+    if not is_scored and len({claims[a]["termination_reason"] for a in agents}) != 1:
+        reasons = ", ".join(f"{a}={claims[a]['termination_reason']!r}" for a in agents)
+        raise fail(f"an infrastructure failure ends every agent's record with one reason, got {reasons}")
+    if getattr(getattr(env, "unwrapped", env), "replayable", True) is False:
+        raise fail(f"{type(env).__name__} sets replayable=False; multi-agent environments are verified by replay only")
+
+    obs, infos = env.reset(seed=seed)
+    for a in agents:
+        if a not in obs or a not in infos:
+            raise fail("reset gave no observation or info for this agent", a)
+        claimed_task = claims[a].get("task_id")
+        task = infos[a].get("task") or {}
+        if claimed_task and str(task.get("id", "")) != claimed_task:
+            raise fail(f"the claimed task {claimed_task!r} is not the task of this seed ({task.get('id')!r})", a)
+
+    turns = {a: claims[a]["turns"] for a in agents}
+    rewards: dict[str, list[float]] = {a: [] for a in agents}
+    components_sum: dict[str, dict[str, float]] = {a: {} for a in agents}
+    ends: dict[str, EpisodeEnd] = {}
+    live = list(agents)  # agents whose replayed record has not ended
+    r = 0
+    while live:
+        going = [a for a in live if r < len(turns[a])]
+        if not going:
+            break  # every live claim stops here: checked below
+        if len(going) != len(live):
+            stopped = next(a for a in live if a not in going)
+            raise fail(
+                f"the claim ends after {r} turns but the replayed episode has not ended for this agent, and "
+                f"{going[0]!r} plays on; a round needs every live agent's action",
+                stopped,
+            )
+        if config.check_observations:
+            for a in live:
+                if not _same_observation(turns[a][r].get("observation"), str(obs[a])):
+                    raise fail("the claimed observation is not the one the environment shows", a, r)
+        obs, step_rewards, terms, truncs, infos = env.step({a: turns[a][r]["action"] for a in live})
+        step_ends: dict[str, EpisodeEnd | None] = {}
+        cut: str | None = None
+        for a in live:
+            if a not in obs or a not in infos:
+                raise fail("the step gave no observation or info for this agent", a, r)
+            turn = turns[a][r]
+            # The runner's end-of-episode rules, per agent; a token budget only on a claim's last turn.
+            own_budget = (
+                r == len(turns[a]) - 1
+                and is_scored
+                and claims[a].get("truncated_by") == TOKEN_BUDGET
+                and turn["truncated"]
+            )
+            end = episode_end(
+                terminated=bool(terms.get(a, False)),
+                truncated=bool(truncs.get(a, False)),
+                info=infos[a],
+                turns=r + 1,
+                max_turns=max_turns,
+                budget_exhausted=bool(own_budget),
+            )
+            step_ends[a] = end
+            if end is not None and end.truncated_by is not None and cut is None:
+                cut = end.truncated_by
+        if cut is not None:  # the harness's cut of one agent ends every live agent (envgym.rollout.multiagent)
+            for a in live:
+                if step_ends[a] is None:
+                    success = bool(infos[a].get("success", False))
+                    step_ends[a] = EpisodeEnd(TerminationReason.MAX_TURNS, success, True, cut)
+        # Every agent's claim of this round is compared before failing: one changed action moves
+        # the others' rewards too (shared payoffs), so the message names every agent that differs.
+        mismatches = []
+        for a in live:
+            end = step_ends[a]
+            truncated = end.truncated if end is not None else False
+            problem = _turn_mismatch(
+                turns[a][r], step_rewards.get(a, 0.0), bool(terms.get(a, False)), truncated, infos[a], tol
+            )
+            if problem is not None:
+                mismatches.append((a, problem))
+        if mismatches:
+            first, problem = mismatches[0]
+            others = [a for a, _ in mismatches[1:]]
+            if others:
+                problem += f" (the claims of {', '.join(map(repr, others))} differ from the replay in this turn too)"
+            raise fail(problem, first, r)
+        for a in live:
+            end = step_ends[a]
+            reward = float(step_rewards.get(a, 0.0))
+            components = {k: float(v) for k, v in (infos[a].get("reward_components") or {}).items()}
+            rewards[a].append(reward)
+            for name, value in components.items():
+                components_sum[a][name] = components_sum[a].get(name, 0.0) + value
+            if end is not None:
+                ends[a] = end
+                if len(turns[a]) > r + 1:
+                    raise fail(
+                        f"the replayed episode ended after turn {r} but the claim has {len(turns[a])} turns", a, r + 1
+                    )
+        live = [a for a in live if a not in ends]
+        r += 1
+
+    outcomes = []
+    if not is_scored:  # an infrastructure failure: the turns must be true, the end cannot be checked
+        if not live:
+            raise fail(
+                f"the episode is claimed as {claims[agents[0]]['termination_reason']!r} but the replay ended normally"
+            )
+        for a in agents:
+            outcomes.append(
+                EpisodeOutcome(
+                    entry,
+                    seed,
+                    trial,
+                    False,
+                    False,
+                    math.fsum(rewards[a]),
+                    len(turns[a]),
+                    str(claims[a]["termination_reason"]),
+                    components_sum[a],
+                    a,
+                )
+            )
+        return outcomes
+    if live:
+        a = live[0]
+        raise fail(f"the claim ends after {len(turns[a])} turns but the replayed episode has not ended", a)
+    for a in agents:
+        claim, end = claims[a], ends[a]
+        total = math.fsum(rewards[a])
+        if claim["success"] != end.success:
+            raise fail(f"claimed success={claim['success']}, replayed success={end.success}", a)
+        if claim["termination_reason"] != end.reason.value:
+            raise fail(f"claimed termination reason {claim['termination_reason']!r}, replayed {end.reason.value!r}", a)
+        if not _close(total, float(claim["total_reward"]), tol * max(1, len(turns[a]))):
+            raise fail(f"claimed total reward {claim['total_reward']!r}, replayed {total!r}", a)
+        outcomes.append(
+            EpisodeOutcome(
+                entry, seed, trial, True, end.success, total, len(turns[a]), end.reason.value, components_sum[a], a
+            )
+        )
+    return outcomes
+
+
+def _turn_mismatch(
+    turn: Mapping[str, Any], reward: Any, terminated: bool, truncated: bool, info: Mapping[str, Any], tol: float
+) -> str | None:
+    """How one agent's claimed turn differs from its replayed step (``None``: it does not)."""
+    reward = float(reward)
+    components = {k: float(v) for k, v in (info.get("reward_components") or {}).items()}
+    if not _close(reward, float(turn["reward"]), tol):
+        return f"claimed reward {turn['reward']!r}, replayed {reward!r}"
+    claimed_components = turn["reward_components"]
+    if set(claimed_components) != set(components):
+        return f"claimed reward components {sorted(claimed_components)}, replayed {sorted(components)}"
+    for name, value in components.items():
+        if not _close(value, float(claimed_components[name]), tol):
+            return f"claimed {name} {claimed_components[name]!r}, replayed {value!r}"
+    valid = bool(info.get("action_valid", True))
+    for key, value in (("action_valid", valid), ("terminated", terminated), ("truncated", truncated)):
+        if turn[key] != value:
+            return f"claimed {key}={turn[key]}, replayed {key}={value}"
+    return None
+
+
 def _regrade(unwrapped: Any, episode: Mapping[str, Any], fail: Any) -> EpisodeOutcome:
     regrade = getattr(unwrapped, "regrade_episode", None)
     if not callable(regrade):
@@ -302,6 +526,42 @@ def _replay_chunk(
     return outcomes
 
 
+def _replay_joint_chunk(
+    env_id: str,
+    kwargs: dict[str, Any],
+    max_turns: int | None,
+    agents: list[str],
+    groups: list[list[dict[str, Any]]],
+    config: VerifyConfig,
+) -> list[EpisodeOutcome]:
+    """Replay joint episodes of one multi-agent entry in one environment instance (also a
+    process-pool task); ``groups`` holds each episode's records in agent order."""
+    entry = groups[0][0]["entry"] if groups else None
+    try:
+        env = make_parallel(env_id, **kwargs)
+    except Exception as err:
+        raise VerificationError(
+            f"{env_id} cannot be made here to replay it: {type(err).__name__}: {err}", entry=entry
+        ) from err
+    outcomes: list[EpisodeOutcome] = []
+    try:
+        for records in groups:
+            try:
+                outcomes += replay_joint_episode(env, records, agents=agents, max_turns=max_turns, config=config)
+            except VerificationError:
+                raise
+            except Exception as err:  # the env broke its contract while replaying: reject, never a 500
+                raise VerificationError(
+                    f"the environment raised while replaying: {type(err).__name__}: {err}",
+                    entry=records[0]["entry"],
+                    seed=records[0]["seed"],
+                    trial=records[0]["trial"],
+                ) from err
+    finally:
+        env.close()
+    return outcomes
+
+
 # -- the whole bundle ------------------------------------------------------------------------------
 
 
@@ -333,8 +593,13 @@ def _check_suite(bundle: Bundle) -> Suite:
     return suite
 
 
-def _replay_plan(bundle: Bundle, suite: Suite) -> list[tuple[str, dict[str, Any], int | None, str]]:
-    """Per entry: (env id, kwargs to make it with, max_turns, entry name)."""
+#: One suite entry's replay: (env id, kwargs to make it with, max_turns, entry name, the agents of
+#: a multi-agent entry in ``possible_agents`` order or ``None`` for a single-agent one).
+_Plan = tuple[str, dict[str, Any], int | None, str, list[str] | None]
+
+
+def _replay_plan(bundle: Bundle, suite: Suite) -> list[_Plan]:
+    """Per entry: what to replay it with (see :data:`_Plan`)."""
     manifest_entries = bundle.manifest["entries"]
     names = [e["name"] for e in manifest_entries]
     expected = [e.name for e in suite.entries]
@@ -370,17 +635,102 @@ def _replay_plan(bundle: Bundle, suite: Suite) -> list[tuple[str, dict[str, Any]
                 f"the bundle ran with max_turns={claimed.get('max_turns')!r}, the suite asks for {entry.max_turns!r}",
                 entry=name,
             )
-        plan.append((entry.env, kwargs, entry.max_turns, name))
+        agents = _entry_agents(entry.env, kwargs, registered.kind, claimed, name)
+        plan.append((entry.env, kwargs, entry.max_turns, name, agents))
     return plan
 
 
-def _check_episode_set(bundle: Bundle, suite: Suite) -> None:
+def _entry_agents(
+    env_id: str, kwargs: dict[str, Any], kind: str, claimed: Mapping[str, Any], name: str
+) -> list[str] | None:
+    """The agents of a multi-agent entry (``None`` for a single-agent one); the manifest's
+    ``agents`` must name them, in order."""
+    listed = claimed.get("agents")
+    if kind != "parallel":
+        if listed is not None:
+            raise VerificationError(
+                f"the bundle lists agents {listed!r} for {env_id!r}, a single-agent environment", entry=name
+            )
+        return None
+    try:
+        agents = possible_agents(env_id, kwargs)
+    except Exception as err:
+        raise VerificationError(
+            f"{env_id} cannot be made here to replay it: {type(err).__name__}: {err}", entry=name
+        ) from err
+    if listed != agents:
+        raise VerificationError(
+            f"the bundle lists agents {listed!r}, the environment's agents are {agents!r}; a multi-agent entry "
+            "lists its environment's possible_agents in order",
+            entry=name,
+        )
+    return agents
+
+
+def _check_episode_set(bundle: Bundle, suite: Suite, plan: Sequence[_Plan]) -> None:
     trials = bundle.manifest["trials"]
-    expected = {(e.name, s, t) for e in suite.entries for s in e.seeds for t in range(trials)}
-    counts = Counter(episode_key(e) for e in bundle.episodes)
-    duplicated = sorted(k for k, n in counts.items() if n > 1)
-    missing = sorted(expected - set(counts))
-    extra = sorted(set(counts) - expected)
+    agents_of = {name: agents for *_, name, agents in plan}
+    expected = {
+        (e.name, s, t, a)
+        for e in suite.entries
+        for s in e.seeds
+        for t in range(trials)
+        for a in (agents_of[e.name] or [None])
+    }
+    numbers: dict[tuple[str, int, int], int] = {}  # each joint episode's record number
+    for episode in bundle.episodes:
+        name, seed, trial, agent = record_key(episode)
+        if name not in agents_of:
+            continue  # an entry the suite lacks: reported as extra below
+        agents = agents_of[name]
+        where = {"entry": name, "seed": seed, "trial": trial}
+        if agents is None:
+            if agent is not None or "position" in episode:
+                raise VerificationError(
+                    f"the line names agent {agent!r} but the entry's environment is single-agent", **where
+                )
+            continue
+        if agent is None:
+            raise VerificationError(
+                f"the line carries no agent_id; a multi-agent entry has one line per agent ({', '.join(agents)})",
+                **where,
+            )
+        if agent not in agents:
+            raise VerificationError(
+                f"unknown agent id {agent!r}; the environment's agents are {', '.join(agents)}", agent=agent, **where
+            )
+        if episode.get("position") != agents.index(agent):
+            raise VerificationError(
+                f"the line puts the agent at position {episode.get('position')!r}, the environment's agents "
+                f"have it at {agents.index(agent)}",
+                agent=agent,
+                **where,
+            )
+        # The runner numbers an agent's record episode number x agents + position.
+        index = episode.get("index")
+        if not isinstance(index, int) or isinstance(index, bool) or index % len(agents) != agents.index(agent):
+            raise VerificationError(
+                f"the line's record index {index!r} is not that of the agent at position {agents.index(agent)} "
+                f"(episode number x {len(agents)} + position)",
+                agent=agent,
+                **where,
+            )
+        first = numbers.setdefault((name, seed, trial), index // len(agents))
+        if index // len(agents) != first:
+            raise VerificationError(
+                f"the line's record index {index} belongs to episode number {index // len(agents)}, the other "
+                f"agents' lines of this episode to number {first}",
+                agent=agent,
+                **where,
+            )
+
+    def order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+        return (key[0], key[1], key[2], key[3] or "")
+
+    counts = Counter(record_key(e) for e in bundle.episodes)
+    duplicated = sorted((k for k, n in counts.items() if n > 1), key=order)
+    missing = sorted(expected - set(counts), key=order)
+    extra = sorted(set(counts) - expected, key=order)
     if duplicated:
         raise VerificationError(f"duplicated episodes: {describe(duplicated)}")
     if missing:
@@ -409,16 +759,18 @@ def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: Verif
         )
     suite = _check_suite(bundle)
     plan = _replay_plan(bundle, suite)
-    _check_episode_set(bundle, suite)
-    by_entry: dict[str, list[dict[str, Any]]] = {name: [] for *_, name in plan}
-    for episode in bundle.episodes:
-        by_entry[episode["entry"]].append(episode)
+    _check_episode_set(bundle, suite, plan)
+    by_entry: dict[str, list[Any]] = {}
+    for *_, name, agents in plan:
+        episodes = [e for e in bundle.episodes if e["entry"] == name]
+        # A multi-agent entry replays joint episodes: each (seed, trial)'s records, in agent order.
+        by_entry[name] = episodes if agents is None else _joint_episodes(episodes, agents)
     outcomes: list[EpisodeOutcome] = []
     if config.workers > 1 and len(bundle.episodes) >= config.parallel_threshold:
         outcomes = _replay_parallel(plan, by_entry, config)
     else:
-        for env_id, kwargs, max_turns, name in plan:
-            outcomes += _replay_chunk(env_id, kwargs, max_turns, by_entry[name], config)
+        for plan_item in plan:
+            outcomes += _replay_task(plan_item, by_entry[plan_item[3]], config)
     infra = sum(not o.scored for o in outcomes)
     if outcomes and infra / len(outcomes) > config.max_infra_fraction:
         raise VerificationError(
@@ -429,22 +781,39 @@ def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: Verif
     return Verified(bundle=bundle, suite=suite, outcomes=outcomes, scores=scores)
 
 
+def _joint_episodes(episodes: Sequence[dict[str, Any]], agents: Sequence[str]) -> list[list[dict[str, Any]]]:
+    """The records of a multi-agent entry grouped by (seed, trial), in bundle order, each group in
+    ``agents`` order (the episode set check has made every group complete)."""
+    groups: dict[tuple[int, int], dict[str, dict[str, Any]]] = {}
+    for e in episodes:
+        groups.setdefault((e["seed"], e["trial"]), {})[e["agent_id"]] = e
+    return [[group[a] for a in agents] for group in groups.values()]
+
+
+def _replay_task(plan_item: _Plan, units: list[Any], config: VerifyConfig) -> list[EpisodeOutcome]:
+    """Replay ``units`` of one entry: its episodes, or its joint episodes for a multi-agent one."""
+    env_id, kwargs, max_turns, _name, agents = plan_item
+    if agents is None:
+        return _replay_chunk(env_id, kwargs, max_turns, units, config)
+    return _replay_joint_chunk(env_id, kwargs, max_turns, agents, units, config)
+
+
 def _replay_parallel(
-    plan: Sequence[tuple[str, dict[str, Any], int | None, str]],
-    by_entry: Mapping[str, list[dict[str, Any]]],
+    plan: Sequence[_Plan],
+    by_entry: Mapping[str, list[Any]],
     config: VerifyConfig,
 ) -> list[EpisodeOutcome]:
-    chunk = max(8, sum(len(v) for v in by_entry.values()) // (config.workers * 4))
+    records = sum(len(by_entry[p[3]]) * (len(p[4]) if p[4] else 1) for p in plan)
+    chunk = max(8, records // (config.workers * 4))  # in records; a joint episode is never split
     jobs = []
     # spawn, not fork: the web server verifies from worker threads, and forking a threaded
     # process can copy a held lock into the child.
     with ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for env_id, kwargs, max_turns, name in plan:
-            episodes = by_entry[name]
-            for start in range(0, len(episodes), chunk):
-                jobs.append(
-                    pool.submit(_replay_chunk, env_id, kwargs, max_turns, episodes[start : start + chunk], config)
-                )
+        for plan_item in plan:
+            units = by_entry[plan_item[3]]
+            step = max(1, chunk // len(plan_item[4])) if plan_item[4] else chunk
+            for start in range(0, len(units), step):
+                jobs.append(pool.submit(_replay_task, plan_item, units[start : start + step], config))
         outcomes: list[EpisodeOutcome] = []
         for job in jobs:
             outcomes += job.result()  # the first mismatch, in bundle order, is raised

@@ -100,6 +100,9 @@ def _check_limit(invalid_limit: Any) -> int:
 
 def _number(value: Any) -> float | str:
     """A finite contribution from one agent's action, or why it is not one."""
+    if type(value) is np.ndarray and value.size == 1 and value.dtype.kind == "f":  # the usual case, fast
+        number = float(value.reshape(-1)[0])
+        return number if math.isfinite(number) else f"expected a finite number, got {number!r}"
     if isinstance(value, (str, bytes, bytearray, Mapping)) or value is None or isinstance(value, bool):
         return f"expected a number (the contribution), got {type(value).__name__} {value!r:.60}"
     try:
@@ -412,7 +415,7 @@ class CoopParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
             raise unknown_agent(agent, self.possible_agents) from None
 
     def _observations(self) -> dict[str, np.ndarray]:
-        return {a: self.game.observe(i, self.obs_config) for a, i in self._index.items()}
+        return dict(zip(self.possible_agents, self.game.observe_all(self.obs_config), strict=True))
 
     def _infos(
         self, valid: Mapping[int, bool], rewards: np.ndarray, payoffs: np.ndarray, problems: Mapping[int, str]
@@ -420,25 +423,32 @@ class CoopParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
         episode = self._episode
         task = episode.task()
         numbers = episode.numbers()
+        reward_list, payoff_list = rewards.tolist(), payoffs.tolist()
+        social = (rewards - payoffs).tolist()  # float32 differences, as the text view reports them
+        own = self.game.actions.tolist()
+        success = episode.reason == TerminationReason.SUCCESS.value
+        turn = episode.game.step_count
+        reasons = {self.possible_agents[j]: why for j, why in problems.items()} if problems else None
         infos = {}
         for agent, i in self._index.items():
-            infos[agent] = agent_info(
+            info = agent_info(
                 task,
                 admissible_actions=None,
                 action_valid=valid.get(i, True),
-                reward_components={"payoff_reward": float(payoffs[i]), "social_reward": float(rewards[i] - payoffs[i])},
-                success=episode.reason == TerminationReason.SUCCESS.value,
+                reward_components={"payoff_reward": payoff_list[i], "social_reward": social[i]},
+                success=success,
                 termination_reason=episode.reason,
-                turn=episode.game.step_count,
+                turn=turn,
                 invalid_actions=episode.invalid[i],
-                rewards=[float(r) for r in rewards],
-                payoffs=[float(p) for p in payoffs],
+                rewards=list(reward_list),
+                payoffs=list(payoff_list),
                 agent=agent,
-                own_action=float(self.game.actions[i]),
+                own_action=own[i],
                 **numbers,
             )
-            if problems:
-                infos[agent]["invalid_reason"] = {self.possible_agents[j]: why for j, why in problems.items()}
+            if reasons is not None:
+                info["invalid_reason"] = dict(reasons)
+            infos[agent] = info
         return infos
 
     def reset(

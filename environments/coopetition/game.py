@@ -63,6 +63,8 @@ MECHANISMS: dict[str, str] = {
     "TR-4": "sequential interaction and reciprocity",
 }
 EPSILON = 1e-10
+#: Games with at most this many agents update trust pair by pair in Python floats (faster there).
+SMALL_GAME = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -174,9 +176,11 @@ class TrustParams:
 
         ``amplification`` is ``1 + xi * D`` in float32 (computed from ``D`` when not given).
         """
-        s = self.signals(actions, baselines)  # s[j]: the signal agent j sent, seen by every i
         if amplification is None:
             amplification = (1 + self.xi * D).astype(np.float32)
+        if len(trust) <= SMALL_GAME:
+            return self._update_pairs(trust, reputation, actions, baselines, amplification)
+        s = self.signals(actions, baselines)  # s[j]: the signal agent j sent, seen by every i
         ceiling = 1.0 - reputation
         # s == 0 changes no trust: the erosion branch then multiplies by s = 0.
         grow = (self.lambda_plus * s) * np.maximum(0.0, np.minimum(1.0 - trust, ceiling - trust))
@@ -188,6 +192,37 @@ class TrustParams:
         new_trust[diagonal, diagonal] = 1.0
         new_reputation[diagonal, diagonal] = 0.0
         return new_trust, new_reputation
+
+
+    def _update_pairs(
+        self,
+        trust: np.ndarray,
+        reputation: np.ndarray,
+        actions: np.ndarray,
+        baselines: np.ndarray,
+        amplification: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`update` pair by pair in Python floats: the same IEEE float64 operations in the same
+        order (so the same numbers), without numpy's per-call cost on tiny matrices."""
+        signals = self.signals(actions, baselines).tolist()
+        t, r, amp = trust.tolist(), reputation.tolist(), amplification.tolist()
+        lp, lm, mu, heal = self.lambda_plus, self.lambda_minus, self.mu_R, self.delta_R
+        n = len(t)
+        for i in range(n):
+            t_row, r_row, amp_row = t[i], r[i], amp[i]
+            for j in range(n):
+                if i == j:
+                    continue
+                s, tij, rij = signals[j], t_row[j], r_row[j]
+                ceiling = 1.0 - rij
+                if s > 0:
+                    d_trust = (lp * s) * max(0.0, min(1.0 - tij, ceiling - tij))
+                else:
+                    d_trust = (lm * s) * tij * amp_row[j]
+                d_rep = (mu * -s) * ceiling if s < 0 else -heal * rij
+                t_row[j] = min(max(tij + d_trust, 0.0), ceiling)
+                r_row[j] = min(max(rij + d_rep, 0.0), 1.0)
+        return np.array(t), np.array(r)
 
 
 def _settle(trust: np.ndarray, reputation: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -366,6 +401,7 @@ class Game:
         self._max_endowment = np.max(self.endowments)
         self._off_diagonal = ~np.eye(n, dtype=bool)
         self._others = [np.array([j for j in range(n) if j != i], dtype=np.intp) for i in range(n)]
+        self._plans: dict[ObservationConfig, list[np.ndarray]] = {}
         self.value = value or ValueParams()
         self.trust_params = trust
         self._amplification = None if trust is None else (1 + trust.xi * self.D).astype(np.float32)
@@ -510,7 +546,7 @@ class Game:
         result = self.play(actions)
         info = self.legacy_info()
         info["actions"] = self.actions.copy()
-        return replace(result, info=info)
+        return StepResult(result.rewards, result.payoffs, result.terminated, result.truncated, info)
 
     def legacy_info(self) -> dict[str, Any]:
         """The reference's ``info`` (its ``_get_legacy_info``)."""
@@ -537,31 +573,62 @@ class Game:
 
     def observe(self, agent: int, config: ObservationConfig) -> np.ndarray:
         """Agent ``agent``'s observation under ``config`` (the per-agent views)."""
-        others = self._others[agent]
-        parts: list[np.ndarray] = []
-        if config.own_actions_visible:
-            parts.append(self.actions[agent : agent + 1])
-        if config.others_actions_visible:
-            parts.append(self.actions[others])
-        if config.full_trust_matrix_visible:
-            parts.append(self.trust.ravel())
-        else:
-            if config.own_trust_row_visible:
-                parts.append(self.trust[agent])
-            if config.others_trust_toward_self_visible:
-                parts.append(self.trust[:, agent])
-        if config.own_reputation_visible:
-            parts.append(self.reputation[agent])
-        if config.public_reputation_visible and self.n_agents > 1:
-            # each other agent's mean reputation damage (its row, diagonal included)
-            parts.append(np.add.reduce(self.reputation[others], axis=1) / self.n_agents)
-        if config.interdependence_visible:
-            parts.append(self.D[agent])
-        if config.step_count_visible:
-            parts.append(np.array([self.step_count / self.max_steps]))
-        if not parts:
-            return self.actions.astype(np.float32)
-        return np.concatenate(parts).astype(np.float32)
+        return self.observe_all(config)[agent]
+
+    def observe_all(self, config: ObservationConfig) -> list[np.ndarray]:
+        """Every agent's observation under ``config``, in agent order.
+
+        The observation is the concatenation of the parts ``config`` switches on (see
+        :class:`ObservationConfig`); every part is a slice of one state vector (actions, trust,
+        reputation, ``D``, each agent's mean reputation damage, step over horizon), so each agent's
+        observation is one indexing of it.
+        """
+        plan = self._plans.get(config)
+        if plan is None:
+            plan = self._plans[config] = self._plan(config)
+        n = self.n_agents
+        state = np.concatenate(
+            [
+                self.actions,
+                self.trust.ravel(),
+                self.reputation.ravel(),
+                self.D.ravel(),
+                np.add.reduce(self.reputation, axis=1) / n,
+                [self.step_count / self.max_steps],
+            ]
+        )
+        return [state[idx].astype(np.float32) for idx in plan]
+
+    def _plan(self, config: ObservationConfig) -> list[np.ndarray]:
+        n = self.n_agents
+        square = n * n
+        trust, reputation, d, public, step = n, n + square, n + 2 * square, n + 3 * square, n + 3 * square + n
+        row = np.arange(n)
+        plans = []
+        for i in range(n):
+            others = self._others[i]
+            parts: list[np.ndarray] = []
+            if config.own_actions_visible:
+                parts.append(np.array([i]))
+            if config.others_actions_visible:
+                parts.append(others)
+            if config.full_trust_matrix_visible:
+                parts.append(trust + np.arange(square))
+            else:
+                if config.own_trust_row_visible:
+                    parts.append(trust + i * n + row)
+                if config.others_trust_toward_self_visible:
+                    parts.append(trust + row * n + i)
+            if config.own_reputation_visible:
+                parts.append(reputation + i * n + row)
+            if config.public_reputation_visible and n > 1:
+                parts.append(public + others)  # each other agent's mean damage (its row, diagonal included)
+            if config.interdependence_visible:
+                parts.append(d + i * n + row)
+            if config.step_count_visible:
+                parts.append(np.array([step]))
+            plans.append(np.concatenate(parts).astype(np.intp) if parts else np.arange(n))  # nothing: the actions
+        return plans
 
     def describe(self) -> dict[str, Any]:
         """The game's parameters, JSON-serialisable (for the env card and ``info["task"]``)."""

@@ -259,3 +259,10 @@ def test_seeding_splits_and_pickling() -> None:
     assert twin.step(a)[4]["rewards"] == env.step(a)[4]["rewards"]
     with pytest.raises(ConfigError, match="split"):
         gymnasium.make(TD, split="validation")
+
+
+@pytest.mark.parametrize("game", [g.name for g in GAMES])
+def test_every_game_passes_pettingzoo_aec_api_test(game: str) -> None:
+    """PettingZoo's own AEC API test on the AEC form of every game (the Parallel form is checked by
+    tests/test_all_envs.py through envgym.testing.check_parallel_env, which runs parallel_api_test)."""
+    api_test(envgym.make_aec(f"envgym/Coop-{game}-v0"), num_cycles=5)
