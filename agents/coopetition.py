@@ -37,8 +37,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-
 from envgym.environments.coopetition.api import build_game
+
 from envgym.errors import ConfigError
 from envgym.registration import make_parallel
 

@@ -108,15 +108,17 @@ def record(cg, name: str) -> dict:
             detailed = mode == MODES[1]
             for t, row in enumerate(actions[:STEPS]):
                 obs, rewards, terminated, truncated, info = env.step(np.asarray(row, dtype=np.float32))
-                step = {"rewards": plain(np.asarray(rewards)), "terminated": bool(terminated), "truncated": bool(truncated)}
+                step = {
+                    "rewards": plain(np.asarray(rewards)),
+                    "terminated": bool(terminated),
+                    "truncated": bool(truncated),
+                }
                 if detailed and t < OBS_STEPS:
                     step.update(obs=plain(obs), info=plain(info))
                 steps.append(step)
                 if terminated or truncated:
                     break
-            result["runs"].append(
-                {"seed": seed, "mode": list(mode), "actions": actions[: len(steps)], "steps": steps}
-            )
+            result["runs"].append({"seed": seed, "mode": list(mode), "actions": actions[: len(steps)], "steps": steps})
         env = configure(cg.make(f"{name}-v0"), ("integrated", False, 1.0))
         reset(env, name, seed, result)
         total = np.zeros(len(endowments))
@@ -128,7 +130,13 @@ def record(cg, name: str) -> dict:
             if terminated or truncated:
                 break
         result["full"].append(
-            {"seed": seed, "horizon": horizon, "length": length, "terminated": bool(terminated), "returns": plain(total)}
+            {
+                "seed": seed,
+                "horizon": horizon,
+                "length": length,
+                "terminated": bool(terminated),
+                "returns": plain(total),
+            }
         )
     return result
 
@@ -138,7 +146,7 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     sys.path.insert(0, str(Path(argv[0]).resolve()))
-    import coopetition_gym as cg  # noqa: PLC0415 - the upstream checkout, found through argv
+    import coopetition_gym as cg
 
     names = argv[1:] or [n.removesuffix("-v0") for n in cg.list_environments()]
     OUT.mkdir(parents=True, exist_ok=True)

@@ -323,3 +323,19 @@ def test_coopetition_script_tiny() -> None:
     assert oracle["mean_length"] == 100 and oracle["mean_final_trust"] > 0.99
     assert oracle["mean_return"] > cell["TrustDilemma", "random", "integrated"]["mean_return"]
     assert 0 < oracle["mode_contribution"] < 1
+
+
+# ---------------------------------------------------------------- service.py
+def test_service_script_tiny() -> None:
+    proc = run_script("service.py", *("--tasks", "4", "--trials", "2", "--seconds", "0.1", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [s["domain"] for s in report["speed"]] == ["retail", "travel", "telecom"]
+    assert all(s["steps_per_s"] > 0 and s["reset_ms"] > 0 for s in report["speed"])
+    rows = {(r["domain"], r["agent"]): r for r in report["table"]}
+    assert len(rows) == 6
+    for domain in ("retail", "travel", "telecom"):
+        oracle, rand = rows[domain, "oracle"], rows[domain, "random"]
+        assert oracle["tasks"] == 4 and oracle["trials"] == 2
+        assert oracle["pass^1"] == oracle["success_rate"] == 1.0 and oracle["pass^2"] == 1.0
+        assert rand["pass^2"] <= rand["pass^1"] < oracle["pass^1"]

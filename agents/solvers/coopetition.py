@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from envgym.agents.coopetition import CoopPolicy, TrustAware
+
 from envgym.rollout import Policy
 
 __all__ = ["Solver"]

@@ -15,6 +15,7 @@ Reward modes (``reward_mode="private" | "integrated" | "cooperative"``), ``norma
 from __future__ import annotations
 
 from envgym.environments.coopetition.catalog import GAMES
+
 from envgym.registration import EnvSpec
 
 FAMILY = "coopetition"

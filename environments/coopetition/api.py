@@ -41,12 +41,12 @@ from typing import Any
 
 import gymnasium
 import numpy as np
+from envgym.environments.coopetition.catalog import game_class
+from envgym.environments.coopetition.game import MECHANISMS, Game, ObservationConfig, StepResult
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
 from envgym.core import SPLITS, TerminationReason
-from envgym.environments.coopetition.catalog import game_class
-from envgym.environments.coopetition.game import MECHANISMS, Game, ObservationConfig, StepResult
 from envgym.errors import ConfigError, InvalidKwargsError, ResetNeededError, suggest
 from envgym.multiagent.text import agent_info, unknown_agent
 
@@ -259,7 +259,9 @@ class CoopEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         n = self._episode.game.n_agents
         choices = ["sum", "mean", *(f"agent_{i}" for i in range(n))]
         if reward not in choices:
-            raise ConfigError(f"reward must be one of {', '.join(choices)}, got {reward!r}.{suggest(str(reward), choices)}")
+            raise ConfigError(
+                f"reward must be one of {', '.join(choices)}, got {reward!r}.{suggest(str(reward), choices)}"
+            )
         if render_mode not in (None, "ansi"):
             raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}.")
         self.reward = reward
@@ -300,7 +302,9 @@ class CoopEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         info.update(extra)
         return info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
         super().reset(seed=seed)
         self._episode.reset(seed if seed is not None else int(self.np_random.integers(2**31)))
         zeros = np.zeros(self.game.n_agents, dtype=np.float32)
@@ -463,9 +467,7 @@ class CoopParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
 
     def step(
         self, actions: Mapping[str, Any]
-    ) -> tuple[
-        dict[str, np.ndarray], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]
-    ]:
+    ) -> tuple[dict[str, np.ndarray], dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]:
         episode = self._episode
         episode.require_live(self)
         if not self.agents:

@@ -24,8 +24,12 @@ class GameEntry(NamedTuple):
 
 GAMES: tuple[GameEntry, ...] = (
     # TR-1: interdependence and complementarity
-    GameEntry("PartnerHoldUp", "TR-1", "tr1", "PartnerHoldUp", "Strong and weak partner; hold-up risk, weak partner may exit"),
-    GameEntry("PlatformEcosystem", "TR-1", "tr1", "PlatformEcosystem", "A platform and its developers; the ecosystem can die"),
+    GameEntry(
+        "PartnerHoldUp", "TR-1", "tr1", "PartnerHoldUp", "Strong and weak partner; hold-up risk, weak partner may exit"
+    ),
+    GameEntry(
+        "PlatformEcosystem", "TR-1", "tr1", "PlatformEcosystem", "A platform and its developers; the ecosystem can die"
+    ),
     GameEntry("DynamicPartnerSelection", "TR-1", "tr1", "DynamicPartnerSelection", "Agents choose whom to invest in"),
     GameEntry("SynergySearch", "TR-1", "tr1", "SynergySearch", "Two partners learn a hidden synergy strength"),
     GameEntry("RenaultNissan", "TR-1", "tr1", "RenaultNissan", "Renault-Nissan alliance case study in four phases"),
@@ -56,6 +60,8 @@ def game_class(name: str) -> Any:
     """The :class:`~.game.Game` subclass of ``name`` (imports its module)."""
     entry = _BY_NAME.get(name)
     if entry is None:
-        raise UnknownEnvError(f"unknown coopetition game {name!r}.{suggest(name, list(_BY_NAME))} Games: {', '.join(_BY_NAME)}.")
+        raise UnknownEnvError(
+            f"unknown coopetition game {name!r}.{suggest(name, list(_BY_NAME))} Games: {', '.join(_BY_NAME)}."
+        )
     module = importlib.import_module(f"envgym.environments.coopetition.{entry.module}")
     return getattr(module, entry.cls)

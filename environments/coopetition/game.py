@@ -193,7 +193,6 @@ class TrustParams:
         new_reputation[diagonal, diagonal] = 0.0
         return new_trust, new_reputation
 
-
     def _update_pairs(
         self,
         trust: np.ndarray,
@@ -378,7 +377,11 @@ class Game:
             raise ConfigError(f"reward_mode must be one of {', '.join(REWARD_MODES)}, got {reward_mode!r}.")
         if not isinstance(normalize, bool):
             raise ConfigError(f"normalize must be a bool, got {normalize!r}.")
-        if isinstance(reward_scale, bool) or not isinstance(reward_scale, (int, float)) or not math.isfinite(reward_scale):
+        if (
+            isinstance(reward_scale, bool)
+            or not isinstance(reward_scale, (int, float))
+            or not math.isfinite(reward_scale)
+        ):
             raise ConfigError(f"reward_scale must be a finite number, got {reward_scale!r}.")
         if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
             raise ConfigError(f"max_steps must be a positive int, got {max_steps!r}.")
@@ -524,8 +527,10 @@ class Game:
             )
         private = self.private_payoffs(actions)
         payoffs = self._scaled(private)
-        rewards = payoffs.copy() if self.reward_mode == "private" else self._scaled(
-            self._mode_from_payoffs(private, self.reward_mode)
+        rewards = (
+            payoffs.copy()
+            if self.reward_mode == "private"
+            else self._scaled(self._mode_from_payoffs(private, self.reward_mode))
         )
         collective = np.asarray(self.collective_modifier(actions), dtype=np.float32)
         rewards = rewards * collective

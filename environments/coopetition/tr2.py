@@ -14,9 +14,9 @@ from dataclasses import replace
 from typing import Any, ClassVar
 
 import numpy as np
-
 from envgym.environments.coopetition._checks import flag, integer, number
 from envgym.environments.coopetition.game import Game, StepResult, TrustParams, ValueParams, symmetric
+
 from envgym.errors import ConfigError
 
 __all__ = ["SLCD", "CooperativeNegotiation", "RecoveryRace", "ReputationMarket", "TrustDilemma"]

@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
-
 from envgym.environments.coopetition.game import Game, TrustParams, ValueParams, symmetric
+
 from envgym.errors import ConfigError
 
 __all__ = [

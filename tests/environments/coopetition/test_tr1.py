@@ -17,7 +17,6 @@ import math
 import gymnasium
 import numpy as np
 import pytest
-
 from envgym.environments.coopetition.tr1 import (
     DynamicPartnerSelection,
     PartnerHoldUp,
@@ -25,6 +24,7 @@ from envgym.environments.coopetition.tr1 import (
     RenaultNissan,
     SynergySearch,
 )
+
 from envgym.errors import ConfigError
 from tests.support.floats import FEW_OPS, assert_close_scaled
 

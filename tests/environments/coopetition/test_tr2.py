@@ -13,8 +13,8 @@ import math
 import gymnasium
 import numpy as np
 import pytest
-
 from envgym.environments.coopetition.tr2 import SLCD, CooperativeNegotiation, RecoveryRace, ReputationMarket
+
 from envgym.errors import ConfigError
 from tests.support.floats import FEW_OPS, assert_close_scaled
 

@@ -13,8 +13,6 @@ import math
 import gymnasium
 import numpy as np
 import pytest
-
-import envgym
 from envgym.environments.coopetition.catalog import GAMES, game_class
 from envgym.environments.coopetition.tr4 import (
     AppleAppStore,
@@ -31,6 +29,8 @@ from envgym.environments.coopetition.tr4 import (
     reciprocity_sensitivity,
     trust_gated_effect,
 )
+
+import envgym
 from envgym.errors import ConfigError, InvalidKwargsError
 from tests.support.floats import FEW_OPS, assert_close_scaled
 

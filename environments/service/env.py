@@ -1,0 +1,350 @@
+"""The customer-service environment: an agent, a user, tools over a database, and a written policy.
+
+``gymnasium.make("envgym/Service-Retail-v0")`` (also ``-Travel``, ``-Telecom``): see
+:class:`ServiceEnv`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import zlib
+from typing import Any, ClassVar
+
+from envgym.environments.service.catalog import domain_class
+from envgym.environments.service.core import (
+    AFFIRM,
+    REFUSE,
+    Domain,
+    ServiceTask,
+    ToolCall,
+    ToolError,
+    World,
+    grade,
+    validate_arguments,
+)
+from envgym.environments.service.user import STOP, AgentFromSpec, LLMUser, ReplayUser, ScriptedUser
+
+from envgym.core import InvalidAction, Task, TextEnv, Transition
+from envgym.errors import EnvgymError, InvalidKwargsError
+
+__all__ = ["DONE_WORDS", "TEST_MODULUS", "ServiceEnv"]
+
+#: A task whose content fingerprint is 0 modulo this is a ``test`` task, else ``train``.
+TEST_MODULUS = 5
+#: Draws per reset while looking for a task of the episode's split.
+MAX_DRAWS = 200
+#: Words that end the episode when they are the whole action.
+DONE_WORDS = ("done", STOP.lower(), "###done###")
+#: Diagnostic components (weight 0 by default: the reward is ``task_reward``).
+DIAGNOSTIC = ("db_reward", "communicate_reward", "action_reward", "policy_reward")
+
+
+class ServiceEnv(TextEnv):
+    """Customer service with a simulated user, tools over a database and a written policy (tau2-bench style).
+
+    Every episode draws a world (the domain's database, and in dual-control domains the user's
+    device) and a task from the seed: a user with a reason to call, facts they know, and what
+    they want. The first observation is the domain's policy, its tools as JSON schemas and the
+    user's opening message. Each turn the agent does one of:
+
+    * call a tool: ``{"tool": "get_order_details", "arguments": {"order_id": "#W1234567"}}``; the
+      observation is the result as JSON, or the tool's error (``Tool error: ...``); an unknown
+      tool or arguments that break its schema are an invalid action;
+    * write to the user: any other text (or ``{"message": "..."}``); the observation is the
+      user's reply (in dual-control domains the user may first act on their device);
+    * end: ``done`` (or ``{"tool": "done"}``).
+
+    The episode ends when the agent says done, when the user ends the call (``###STOP###``),
+    after ``max_errors`` tool errors (failure), or at ``max_turns`` (truncated, not graded).
+    Grading (:func:`.core.grade`) follows tau2-bench: the final database equal to the one the
+    gold calls give (``db_reward``), required information told (``communicate_reward``),
+    required calls made (``action_reward``), no policy violations (``policy_reward``); the
+    reward is ``task_reward``, their product over the task's basis (the four diagnostic
+    components have weight 0 unless ``reward=`` weighs them), and success is ``task_reward == 1``.
+
+    Args:
+        domain: ``retail``, ``travel`` or ``telecom``, or a :class:`~.core.Domain` instance (your
+            own, or tau2-bench's tasks loaded by :func:`.tau2.load_tau2`: a domain with a fixed
+            task list plays task ``seed % len(tasks)``, whatever the split).
+        user: ``"scripted"`` (default: deterministic, replayable), an agent spec string
+            (``"hf:smollm2"``, ``"openai:MODEL@URL"``: built on first use, see
+            :class:`~.user.AgentFromSpec`) or an envgym agent object playing the user
+            (:class:`~.user.LLMUser`). Every user message, the opening one included, is recorded
+            in ``info["user_reply"]`` (``None`` when the user said nothing that step).
+        user_replies: the recorded user messages of a run to replay exactly (the non-``None``
+            ``info["user_reply"]`` of its reset and steps: :func:`.user.recorded_replies`);
+            overrides ``user``.
+        max_errors: tool errors after which the episode fails (tau2-bench: 10).
+        Common TextEnv arguments: ``max_turns`` (default 40), ``invalid_limit``,
+        ``invalid_penalty`` (default 0: tau2-bench charges nothing), ``step_cost``, ``reward``,
+        ``split`` (``train`` / ``test``: tasks partitioned by a fingerprint of their content, 1 in
+        5 is a test task), ``render_mode``.
+    """
+
+    name: ClassVar[str] = "service"
+    reward_components: ClassVar[tuple[str, ...]] = (
+        "task_reward",
+        *DIAGNOSTIC,
+        "invalid_action_reward",
+        "step_cost_reward",
+    )
+    default_max_turns: ClassVar[int] = 40
+
+    def __init__(
+        self,
+        *,
+        domain: str | Domain = "retail",
+        user: Any = "scripted",
+        user_replies: list[str] | None = None,
+        max_errors: int = 10,
+        invalid_penalty: float = 0.0,
+        reward: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if reward is None:
+            reward = dict.fromkeys(DIAGNOSTIC, 0.0)
+        super().__init__(invalid_penalty=invalid_penalty, reward=reward, **kwargs)
+        if isinstance(max_errors, bool) or not isinstance(max_errors, int) or max_errors < 1:
+            raise InvalidKwargsError(f"max_errors must be a positive integer, got {max_errors!r}.")
+        self.domain: Domain = domain if isinstance(domain, Domain) else domain_class(domain)()
+        self.user_agent: Any = None
+        if isinstance(user, str) and user != "scripted":
+            try:
+                self.user_agent = AgentFromSpec(user)
+            except EnvgymError as err:
+                raise InvalidKwargsError(
+                    f"user must be 'scripted', an agent spec such as 'hf:smollm2' or 'openai:MODEL@URL', or an envgym "
+                    f"agent object; {user!r} is not a valid spec: {err}"
+                ) from err
+        elif user != "scripted":
+            if not hasattr(user, "act"):
+                raise InvalidKwargsError(
+                    "user must be 'scripted', an agent spec such as 'hf:smollm2' or 'openai:MODEL@URL', or an envgym "
+                    f"agent object (with act()), got {user!r}."
+                )
+            self.user_agent = user
+        if user_replies is not None and (
+            isinstance(user_replies, str)
+            or not isinstance(user_replies, (list, tuple))
+            or not user_replies
+            or not all(isinstance(r, str) for r in user_replies)
+        ):
+            raise InvalidKwargsError(
+                "user_replies must be a non-empty list of strings (the recorded user messages, the opening one "
+                f"first), got {user_replies!r:.80}."
+            )
+        self.user_replies = list(user_replies) if user_replies is not None else None
+        self.max_errors = max_errors
+        self._tools = self.domain.tool_map()
+        self.world: World | None = None
+        self.start: World | None = None
+        self.service_task: ServiceTask | None = None
+        self.user: Any = None
+        self.messages: list[str] = []
+        self.calls: list[ToolCall] = []
+        self.violations: list[str] = []
+        self.errors = 0
+        self.transcript: list[dict[str, Any]] = []
+        self._user_reply: str | None = None
+        self._seed: int | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        # The seed picks the task of a domain with a fixed task list and seeds an LLM user's agent.
+        self._seed = None if seed is None else int(seed)
+        return super().reset(seed=seed, options=options)
+
+    def close(self) -> None:
+        if isinstance(self.user, LLMUser):
+            self.user.end()
+        if isinstance(self.user_agent, AgentFromSpec):  # built here: ours to close
+            self.user_agent.close()
+        super().close()
+
+    # ------------------------------------------------------------------ episode
+    def _draw(self, rng: random.Random) -> tuple[World, ServiceTask]:
+        count = getattr(self.domain, "task_count", None)
+        if callable(count):  # a fixed task list (tau2-bench's): seed i plays task i
+            n = count()
+            index = (self._seed if self._seed is not None else rng.randrange(n)) % n
+            return self.domain.world_and_task(index)  # type: ignore[attr-defined]
+        for _ in range(MAX_DRAWS):
+            world = self.domain.make_world(random.Random(rng.getrandbits(64)))
+            task = self.domain.make_task(world, random.Random(rng.getrandbits(64)))
+            is_test = zlib.crc32(task.fingerprint().encode()) % TEST_MODULUS == 0
+            if is_test == (self.split == "test"):
+                return world, task
+        raise RuntimeError(f"no {self.split} task in {MAX_DRAWS} draws")  # pragma: no cover - 1 in 5 is test
+
+    def _generate(self, rng: random.Random, options: dict[str, Any] | None) -> Task:
+        world, task = self._draw(rng)
+        self.start = world
+        self.world = world.copy()
+        self.service_task = task
+        fingerprint = task.fingerprint()
+        if isinstance(self.user, LLMUser):
+            self.user.end()
+        if self.user_replies is not None:
+            self.user = ReplayUser(task, self.domain, self.user_replies)
+        elif self.user_agent is not None:
+            seed = self._seed if self._seed is not None else rng.getrandbits(62)
+            self.user = LLMUser(
+                task, self.domain, self.user_agent, episode_id=f"user/{fingerprint[:12]}/{seed}", seed=seed
+            )
+        else:
+            self.user = self.domain.make_user(task) or ScriptedUser(task, self.domain)
+        self.user.begin(world)
+        self.messages, self.calls, self.violations, self.errors = [], [], [], 0
+        opening = self.user.opening()
+        self._user_reply = opening
+        self.transcript = [{"role": "user", "text": opening}]
+        return Task(
+            id=f"service/{self.domain.name}/{task.kind}/{fingerprint[:12]}",
+            goal=f"Help the user of {self.domain.title} following the policy.",
+            difficulty=task.kind,
+            extra={"domain": self.domain.name, "kind": task.kind, "reward_basis": list(task.reward_basis)},
+        )
+
+    def _intro(self) -> str:
+        schemas = "\n".join(json.dumps(t.schema(), sort_keys=True) for t in self.domain.tools())
+        return (
+            f"You are a customer service agent for {self.domain.title}. Follow the policy below.\n\n"
+            f"# Policy\n{self.domain.policy.strip()}\n\n"
+            f"# Tools (one JSON schema a line)\n{schemas}\n\n"
+            "# How to act\nEach turn do exactly one thing: call a tool with "
+            '{"tool": "<name>", "arguments": {...}}, write a message to the user (plain text), or write done '
+            "when the conversation is over."
+        )
+
+    def _observe(self) -> str:
+        last = self.transcript[-1] if self.transcript else {"role": "user", "text": ""}
+        if last["role"] == "user":
+            return f"User: {last['text']}"
+        return f"Tool result ({last['name']}): {last['text']}"
+
+    # ------------------------------------------------------------------ actions
+    def _parse(self, text: str) -> tuple[str, Any]:
+        if not text:
+            raise InvalidAction("empty action: call a tool, write to the user, or write done.")
+        if text.lower() in DONE_WORDS:
+            return ("done", None)
+        if text.startswith("{"):
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise InvalidAction(f"the action starts with '{{' but is not valid JSON ({err.msg}).") from None
+            if not isinstance(data, dict):
+                raise InvalidAction("a JSON action must be an object.")
+            if "tool" in data:
+                name = data["tool"]
+                if name == "done":
+                    return ("done", None)
+                if not isinstance(name, str) or name not in self._tools:
+                    raise InvalidAction(f"unknown tool {name!r}; tools: {', '.join(sorted(self._tools))}.")
+                arguments = data.get("arguments", {})
+                extra = sorted(set(data) - {"tool", "arguments"})
+                if extra:
+                    raise InvalidAction(f"a tool call has only 'tool' and 'arguments', got also {extra}.")
+                try:
+                    validate_arguments(self._tools[name].parameters, arguments, where=f"{name} arguments")
+                except ToolError as err:
+                    raise InvalidAction(str(err)) from None
+                return ("tool", ToolCall(name, dict(arguments)))
+            if "message" in data and isinstance(data["message"], str) and data["message"].strip():
+                return ("message", data["message"].strip())
+            raise InvalidAction('a JSON action is {"tool": ..., "arguments": {...}} or {"message": "..."}.')
+        return ("message", text)
+
+    def _finish(self, observation: str) -> Transition:
+        assert self.service_task is not None and self.start is not None and self.world is not None
+        components = grade(
+            self.domain, self.service_task, self.start, self.world, self.messages, self.calls, self.violations
+        )
+        success = components["task_reward"] == 1.0
+        return Transition(observation, components, terminated=True, success=success)
+
+    def _apply(self, action: tuple[str, Any]) -> Transition:
+        assert self.world is not None
+        kind, value = action
+        if kind == "done":
+            return self._finish("The conversation is over.")
+        if kind == "tool":
+            call: ToolCall = value
+            before = self.world.copy() if self._tools[call.name].writes else None
+            try:
+                result = self.domain.run(self.world, call)
+            except ToolError as err:
+                self.errors += 1
+                text = f"Tool error: {err}"
+                self.transcript.append({"role": "tool", "name": call.name, "text": text})
+                if self.errors >= self.max_errors:
+                    return Transition(
+                        f"{text}\nToo many tool errors ({self.errors}): the episode ends.", terminated=True
+                    )
+                return Transition(self._observe())
+            self.calls.append(call)
+            if before is not None:
+                self.violations.extend(self.domain.violations(before, call, result))
+                if self.domain.confirm_writes and not self._user_said_yes():
+                    self.violations.append(f"{call.name}: a change made without the user's explicit yes")
+            self.transcript.append({"role": "tool", "name": call.name, "text": json.dumps(result, sort_keys=True)})
+            return Transition(self._observe())
+        message: str = value
+        self.messages.append(message)
+        self.transcript.append({"role": "assistant", "text": message})
+        reply = self.user.respond(message, self.world)
+        if not reply.graded:  # a replay ran out of recorded replies: not the user's words, not graded
+            return Transition(reply.text, terminated=True)
+        self._user_reply = reply.text
+        self.transcript.append({"role": "user", "text": reply.text})
+        if reply.stop:
+            return self._finish(self._observe())
+        return Transition(self._observe())
+
+    def _user_said_yes(self) -> bool:
+        """The user's last words (after the agent had spoken to them) were an explicit yes."""
+        for i in range(len(self.transcript) - 1, 0, -1):
+            entry = self.transcript[i]
+            if entry["role"] == "user":
+                spoke_before = any(e["role"] == "assistant" for e in self.transcript[:i])
+                text = entry["text"]
+                return spoke_before and bool(AFFIRM.search(text)) and not REFUSE.match(text.strip())
+        return False
+
+    def sample_action(self, rng: random.Random) -> str:
+        """A random action: a tool call with arguments of the right types, a short message, or done."""
+        roll = rng.random()
+        if roll < 0.05:
+            return "done"
+        if roll < 0.35:
+            return rng.choice(["Hello, how can I help you?", "Could you confirm your details?", "Anything else?"])
+        tool = rng.choice(sorted(self._tools.values(), key=lambda t: t.name))
+        arguments = {}
+        for name, schema in tool.parameters.get("properties", {}).items():
+            arguments[name] = _sample_value(schema, rng)
+        return json.dumps({"tool": tool.name, "arguments": arguments})
+
+    def _info(self, components: dict[str, float], valid: bool, success: bool, reason: Any) -> dict[str, Any]:
+        info = super()._info(components, valid, success, reason)
+        # The user's words this step (the opening at reset; None when the agent called a tool): an
+        # LLM user's messages are recorded here, so a run that used one can be replayed (user_replies=...).
+        info["user_reply"], self._user_reply = self._user_reply, None
+        info["tool_errors"] = self.errors
+        return info
+
+
+def _sample_value(schema: dict[str, Any], rng: random.Random) -> Any:
+    if "enum" in schema:
+        return rng.choice(list(schema["enum"]))
+    kind = schema.get("type")
+    if kind == "integer":
+        return rng.randint(0, 5)
+    if kind == "number":
+        return round(rng.uniform(0, 100), 2)
+    if kind == "boolean":
+        return rng.random() < 0.5
+    if kind == "array":
+        return [_sample_value(schema.get("items", {"type": "string"}), rng)]
+    if kind == "object":
+        return {}
+    return rng.choice(["#W0000001", "user_1", "abc", "1"])

@@ -1,0 +1,194 @@
+"""The service family's core on a small library domain: tools and schemas, the scripted user, grading, the env."""
+
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import pytest
+from envgym.environments.service.core import (
+    Domain,
+    Scenario,
+    ServiceTask,
+    Tool,
+    ToolCall,
+    ToolError,
+    World,
+    canonical_hash,
+    grade,
+    validate_arguments,
+)
+from envgym.environments.service.env import ServiceEnv
+from envgym.environments.service.user import STOP
+
+MEMBER = {"type": "object", "properties": {"member_id": {"type": "string"}}, "required": ["member_id"]}
+LOAN = {
+    "type": "object",
+    "properties": {"member_id": {"type": "string"}, "book_id": {"type": "string"}},
+    "required": ["member_id", "book_id"],
+}
+
+
+def get_member(world: World, member_id: str) -> Any:
+    if member_id not in world.db["members"]:
+        raise ToolError(f"no member {member_id!r}")
+    return world.db["members"][member_id]
+
+
+def borrow(world: World, member_id: str, book_id: str) -> Any:
+    book = world.db["books"].get(book_id)
+    if book is None or book["status"] != "available":
+        raise ToolError(f"book {book_id!r} is not available")
+    get_member(world, member_id)["loans"].append(book_id)
+    book.update(status="loaned", member=member_id)
+    return {"book_id": book_id, "due": "in 14 days"}
+
+
+class Library(Domain):
+    name = "library"
+    title = "a public library"
+    policy = "Members may hold at most 2 books. Ask for the member id before any change."
+
+    def tools(self) -> list[Tool]:
+        return [
+            Tool("get_member", "A member's record.", MEMBER, get_member),
+            Tool("borrow_book", "Lend a book to a member.", LOAN, borrow, writes=True),
+        ]
+
+    def make_world(self, rng: random.Random) -> World:
+        loans = ["b1"] if rng.random() < 0.5 else ["b1", "b3"]
+        books = {f"b{i}": {"title": f"Book {i}", "status": "available", "member": None} for i in range(1, 6)}
+        for b in loans:
+            books[b].update(status="loaned", member="m1")
+        return World({"members": {"m1": {"name": "Ann", "loans": loans}}, "books": books})
+
+    def make_task(self, world: World, rng: random.Random) -> ServiceTask:
+        book = rng.choice([b for b, v in world.db["books"].items() if v["status"] == "available"])
+        scenario = Scenario(
+            persona="Ann, polite",
+            reason_for_call=f"Hi, I'd like to borrow {book}.",
+            known_info={"member_id": ("m1", ("member id", "card"))},
+            instructions=f"Borrow {book}.",
+        )
+        if len(world.db["members"]["m1"]["loans"]) >= 2:  # over the limit: the agent must refuse
+            return ServiceTask("refuse_over_limit", scenario, (), communicate_info=("at most 2 books",))
+        return ServiceTask(
+            "borrow",
+            scenario,
+            (ToolCall("borrow_book", {"member_id": "m1", "book_id": book}),),
+            communicate_info=("14 days",),
+            forbidden=(),
+        )
+
+    def violations(self, before: World, call: ToolCall, result: Any) -> list[str]:
+        if call.name == "borrow_book" and len(before.db["members"][call.arguments["member_id"]]["loans"]) >= 2:
+            return ["lent a third book"]
+        return []
+
+
+def make(seed: int, **kw: Any) -> tuple[ServiceEnv, str]:
+    env = ServiceEnv(domain=Library(), **kw)
+    obs, _ = env.reset(seed=seed)
+    return env, obs
+
+
+def seed_of(kind: str) -> int:
+    for seed in range(200):
+        env, _ = make(seed)
+        if env.service_task.kind == kind:
+            return seed
+    raise AssertionError(kind)
+
+
+def test_schema_validation_names_what_is_wrong() -> None:
+    with pytest.raises(ToolError, match="missing required argument"):
+        validate_arguments(LOAN, {"member_id": "m1"})
+    with pytest.raises(ToolError, match="unknown argument"):
+        validate_arguments(MEMBER, {"member_id": "m1", "x": 1})
+    with pytest.raises(ToolError, match="expected string"):
+        validate_arguments(MEMBER, {"member_id": 5})
+    with pytest.raises(ToolError, match="expected integer, got a boolean"):
+        validate_arguments({"properties": {"n": {"type": "integer"}}}, {"n": True})
+    with pytest.raises(ToolError, match="one of"):
+        validate_arguments({"properties": {"c": {"type": "string", "enum": ["a", "b"]}}}, {"c": "z"})
+    assert canonical_hash({"b": 1, "a": [1, 2]}) == canonical_hash({"a": [1, 2], "b": 1})
+
+
+def test_a_full_conversation_succeeds_and_is_graded() -> None:
+    env, obs = make(seed_of("borrow"))
+    assert "# Policy" in obs and '"name": "borrow_book"' in obs and obs.endswith(env.user.opening())
+    book = env.service_task.gold_actions[0].arguments["book_id"]
+    obs, reward, terminated, _, info = env.step("What is your member id?")
+    assert obs == "User: My member id is m1." and reward == 0.0 and not terminated
+    obs, *_ = env.step(json.dumps({"tool": "get_member", "arguments": {"member_id": "m1"}}))
+    assert obs.startswith("Tool result (get_member): {")
+    obs, *_ = env.step(f"Shall I lend you {book}?")
+    assert obs == "User: Yes, please go ahead."
+    env.step(f'<action>{{"tool": "borrow_book", "arguments": {{"member_id": "m1", "book_id": "{book}"}}}}</action>')
+    obs, reward, terminated, _, info = env.step(f"Done: {book} is yours, due in 14 days.")
+    assert STOP in obs and terminated and info["success"] and reward == 1.0
+    assert info["reward_components"]["db_reward"] == info["reward_components"]["communicate_reward"] == 1.0
+
+
+def test_a_change_without_the_users_yes_breaks_the_policy() -> None:
+    env, _ = make(seed_of("borrow"))
+    book = env.service_task.gold_actions[0].arguments["book_id"]
+    env.step("What is your member id?")  # the user's last words: "My member id is m1." (not a yes)
+    env.step(json.dumps({"tool": "borrow_book", "arguments": {"member_id": "m1", "book_id": book}}))
+    assert env.violations == ["borrow_book: a change made without the user's explicit yes"]
+    *_, info = env.step(f"Done: {book} is yours, due in 14 days.")
+    comps = info["reward_components"]
+    assert comps["db_reward"] == 1.0 and comps["policy_reward"] == 0.0 and not info["success"]
+
+
+def test_wrong_state_missing_information_and_violations_fail() -> None:
+    env, _ = make(seed_of("borrow"))
+    book = env.service_task.gold_actions[0].arguments["book_id"]
+    other = next(b for b, v in env.world.db["books"].items() if v["status"] == "available" and b != book)
+    env.step(json.dumps({"tool": "borrow_book", "arguments": {"member_id": "m1", "book_id": other}}))
+    *_, terminated, _, info = env.step("done")
+    assert terminated and not info["success"] and info["reward_components"]["db_reward"] == 0.0
+    env, _ = make(seed_of("borrow"))
+    env.step(json.dumps({"tool": "borrow_book", "arguments": {"member_id": "m1", "book_id": book}}))
+    *_, info = env.step("done")  # the state is right but the due date was never told
+    assert info["reward_components"]["db_reward"] == 1.0 and info["reward_components"]["communicate_reward"] == 0.0
+    env, _ = make(seed_of("refuse_over_limit"))
+    free = next(b for b, v in env.world.db["books"].items() if v["status"] == "available")
+    env.step(json.dumps({"tool": "borrow_book", "arguments": {"member_id": "m1", "book_id": free}}))
+    *_, info = env.step("done")
+    comps = info["reward_components"]
+    assert comps["policy_reward"] == 0.0 and comps["db_reward"] == 0.0 and comps["task_reward"] == 0.0
+    env, _ = make(seed_of("refuse_over_limit"))
+    obs, reward, terminated, _, info = env.step("Sorry, members may hold at most 2 books.")
+    assert terminated and info["success"] and reward == 1.0 and STOP in obs
+
+
+def test_bad_actions_are_invalid_steps_and_tool_errors_count() -> None:
+    env, obs0 = make(seed_of("borrow"), max_errors=2)
+    for bad, why in (
+        ('{"tool": "burn_books", "arguments": {}}', "unknown tool"),
+        ('{"tool": "get_member", "arguments": {"member_id": 3}}', "expected string"),
+        ('{"tool": "get_member"', "not valid JSON"),
+        ("[1, 2]", None),
+        ("", "empty action"),
+    ):
+        obs, _, terminated, _, info = env.step(bad)
+        if why is None:  # text that is not a JSON object is a message to the user
+            assert info["action_valid"] and obs.startswith("User:")
+            continue
+        assert not info["action_valid"] and why in obs and not terminated
+    env.step('{"tool": "get_member", "arguments": {"member_id": "m9"}}')
+    obs, _, terminated, _, info = env.step('{"tool": "get_member", "arguments": {"member_id": "m8"}}')
+    assert terminated and not info["success"] and "Too many tool errors" in obs and info["tool_errors"] == 2
+
+
+def test_gold_calls_solve_every_task() -> None:
+    domain = Library()
+    for seed in range(30):
+        rng = random.Random(seed)
+        world = domain.make_world(rng)
+        task = domain.make_task(world, rng)
+        final = domain.expected_world(world, task)
+        components = grade(domain, task, world, final, list(task.communicate_info), list(task.gold_actions), [])
+        assert components["task_reward"] == 1.0, (seed, task.kind, components)
