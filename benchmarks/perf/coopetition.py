@@ -33,11 +33,11 @@ import time
 from typing import Any
 
 import numpy as np
-
-import envgym
 from envgym.agents.coopetition import evaluate, mode_contribution
 from envgym.environments.coopetition.api import build_game
 from envgym.environments.coopetition.catalog import GAMES
+
+import envgym
 
 MODES = ("private", "integrated", "cooperative")
 POLICIES = ("constant:0.0", "constant:0.5", "constant:1.0", "random", "tit_for_tat", "equilibrium", "trust_aware")
@@ -131,7 +131,9 @@ def baselines(name: str, seeds: list[int], policies: list[str], oracle_seeds: li
             played = oracle_seeds if policy in ORACLES else seeds
             m = evaluate(f"envgym/Coop-{name}-v0", policy, played, reward_mode=mode, split="test")
             returns[mode] = m.mean_return
-            rows.append({"game": name, "policy": policy, "mode": mode, **m.as_dict(), "seconds": time.perf_counter() - t0})
+            rows.append(
+                {"game": name, "policy": policy, "mode": mode, **m.as_dict(), "seconds": time.perf_counter() - t0}
+            )
         contribution = mode_contribution(returns["integrated"], returns["private"])
         for row in rows[-len(MODES) :]:
             row["mode_contribution"] = contribution
@@ -141,8 +143,8 @@ def baselines(name: str, seeds: list[int], policies: list[str], oracle_seeds: li
 def llm_episodes(name: str, episodes: int, max_new_tokens: int) -> dict[str, Any]:
     """The bundled model in self-play on the LLM view (10 rounds, as coopetition-v1): seconds per
     episode (model load excluded) and the mean return per agent."""
-    from envgym.rollout import PromptConfig, RunConfig, Runner  # noqa: PLC0415 - only this figure needs it
-    from envgym.rollout.specs import make_agent  # noqa: PLC0415
+    from envgym.rollout import PromptConfig, RunConfig, Runner
+    from envgym.rollout.specs import make_agent
 
     agent = make_agent("hf:smollm2")
     config = RunConfig(
@@ -188,7 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [n for n in names if n not in known]
     if unknown:
         parser.error(f"unknown games {unknown}; games: {', '.join(sorted(known))}")
-    report: dict[str, Any] = {"python": sys.version.split()[0], "machine": platform.machine(), "speed": [], "baselines": []}
+    report: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "machine": platform.machine(),
+        "speed": [],
+        "baselines": [],
+    }
     for name in names:
         report["speed"].append(speed(name, args.seconds))
         if not args.json:

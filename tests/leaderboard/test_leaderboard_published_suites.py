@@ -38,6 +38,7 @@ def test_the_family_suites_with_an_oracle_publish_their_baselines() -> None:
     assert "webshop-v1" in SUITES
     assert "driving-v1" in SUITES
     assert "coopetition-v1" in SUITES
+    assert "service-v1" in SUITES
 
 
 @pytest.mark.slow
