@@ -18,13 +18,14 @@ The rules, in order:
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from envgym.core import TerminationReason
 
-__all__ = ["HARNESS_MAX_TURNS", "TOKEN_BUDGET", "EpisodeEnd", "episode_end"]
+__all__ = ["HARNESS_MAX_TURNS", "TOKEN_BUDGET", "EpisodeEnd", "episode_end", "split_timed_out"]
 
 #: ``truncated_by`` values: who cut an episode that the environment had not ended.
 HARNESS_MAX_TURNS = "harness_max_turns"
@@ -82,3 +83,18 @@ def episode_end(
     if budget_exhausted:
         return EpisodeEnd(TerminationReason.MAX_TURNS, success, True, TOKEN_BUDGET)
     return None
+
+
+def split_timed_out(items: list[Any], timeout_s: float | None) -> tuple[list[Any], list[tuple[Any, str, str]]]:
+    """The live episodes (each with a ``t0``) still within ``timeout_s``, and a ``timeout`` failure
+    ``(episode, kind, message)`` for each of the others (none when ``timeout_s`` is ``None``)."""
+    if timeout_s is None:
+        return items, []
+    now = time.perf_counter()
+    keep, failed = [], []
+    for item in items:
+        if now - item.t0 > timeout_s:
+            failed.append((item, TerminationReason.TIMEOUT.value, f"episode ran past episode_timeout_s={timeout_s:g}"))
+        else:
+            keep.append(item)
+    return keep, failed

@@ -46,6 +46,7 @@ from envgym._clock import utc_timestamp
 from envgym.core import INFO_KEYS, TerminationReason
 from envgym.errors import ConfigError, StopRun, suggest
 from envgym.rollout.agent import Agent, AgentInput
+from envgym.rollout.ending import split_timed_out
 from envgym.rollout.pools import StepResult
 from envgym.rollout.prompting import Conversation
 from envgym.rollout.records import Trajectory, json_safe
@@ -328,21 +329,8 @@ class ParallelPlay:
         cfg = self.config
         _Failure, _check_output = self.runner.failure_type, self.runner.check_output
         failures: list[tuple[_Episode, str, str]] = []
-        if cfg.episode_timeout_s is not None:
-            now = time.perf_counter()
-            keep = []
-            for ep in episodes:
-                if now - ep.t0 > cfg.episode_timeout_s:
-                    failures.append(
-                        (
-                            ep,
-                            TerminationReason.TIMEOUT.value,
-                            f"episode ran past episode_timeout_s={cfg.episode_timeout_s:g}",
-                        )
-                    )
-                else:
-                    keep.append(ep)
-            episodes = keep
+        episodes, timed_out = split_timed_out(episodes, cfg.episode_timeout_s)
+        failures.extend(timed_out)
         # One batch per policy object: in self-play, every agent of every episode in one call.
         batches: dict[int, tuple[Agent, list[tuple[_Episode, _Seat, AgentInput]]]] = {}
         for ep in episodes:

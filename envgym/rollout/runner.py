@@ -46,7 +46,7 @@ from envgym._clock import utc_timestamp
 from envgym.core import TerminationReason
 from envgym.errors import ConfigError, StopRun, suggest
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
-from envgym.rollout.ending import episode_end
+from envgym.rollout.ending import episode_end, split_timed_out
 from envgym.rollout.multiagent import run_parallel
 from envgym.rollout.pools import BACKENDS, EnvFailure, EnvPool, ResetRequest, StepRequest, StepResult, make_pool
 from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
@@ -628,23 +628,10 @@ class Runner:
         """
         cfg = self.config
         failures: list[tuple[_Live, str | None, str | None]] = []
-        if cfg.episode_timeout_s is not None:
-            now = time.perf_counter()
-            keep = []
-            for live in batch:
-                if now - live.t0 > cfg.episode_timeout_s:
-                    failures.append(
-                        (
-                            live,
-                            TerminationReason.TIMEOUT.value,
-                            f"episode ran past episode_timeout_s={cfg.episode_timeout_s:g}",
-                        )
-                    )
-                else:
-                    keep.append(live)
-            batch = keep
-            if not batch:
-                return failures
+        batch, timed_out = split_timed_out(batch, cfg.episode_timeout_s)
+        failures.extend(timed_out)
+        if not batch:
+            return failures
         inputs = [self._input(pool, live) for live in batch]
         t0 = time.perf_counter()
         outputs: list[Any] = self._ask(agent, inputs)

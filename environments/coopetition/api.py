@@ -37,7 +37,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
@@ -222,7 +222,19 @@ class _Episode:
         return "\n".join(lines)
 
 
-class CoopEnv(gymnasium.Env[np.ndarray, np.ndarray]):
+class _View:
+    """What every view of a game shares: its reward components, splits and card."""
+
+    reward_components = COMPONENTS
+    splits = SPLITS
+
+    @classmethod
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The card of the game named in ``kwargs["game"]`` (``envgym info`` passes the registered kwargs)."""
+        return _env_card(cls, kwargs)
+
+
+class CoopEnv(_View, gymnasium.Env[np.ndarray, np.ndarray]):
     """Gymnasium joint-action view: one action holds every agent's contribution (``Box(0, max e, (n,))``),
     the observation is the reference's joint vector, the reward the sum over agents (``reward=``
     picks another) with the per-agent rewards in ``info["rewards"]``.
@@ -236,14 +248,7 @@ class CoopEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         kwargs: the game's own parameters and ``reward_mode`` / ``normalize`` / ``reward_scale``.
     """
 
-    metadata = {"render_modes": ["ansi"]}
-    reward_components = COMPONENTS
-    splits = SPLITS
-
-    @classmethod
-    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
-        """The card of the game named in ``kwargs["game"]`` (``envgym info`` passes the registered kwargs)."""
-        return _env_card(cls, kwargs)
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
 
     def __init__(
         self,
@@ -350,7 +355,7 @@ class CoopEnv(gymnasium.Env[np.ndarray, np.ndarray]):
         return self._episode.state_text()
 
 
-class CoopParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
+class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
     """PettingZoo Parallel view: agents ``agent_0 ..`` each send a contribution (``Box(0, e_i, (1,))``)
     and observe what ``obs_config`` shows them; ``envgym.make_aec`` of the same id gives the AEC form
     (moves buffered until the round is complete, then played at once).
@@ -363,14 +368,7 @@ class CoopParallelEnv(ParallelEnv[str, np.ndarray, np.ndarray]):
         split, invalid_limit, render_mode, kwargs: as :class:`CoopEnv`.
     """
 
-    metadata = {"render_modes": ["ansi"], "name": "coopetition_v0", "is_parallelizable": True}
-    reward_components = COMPONENTS
-    splits = SPLITS
-
-    @classmethod
-    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
-        """The card of the game named in ``kwargs["game"]``."""
-        return _env_card(cls, kwargs)
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "name": "coopetition_v0", "is_parallelizable": True}
 
     def __init__(
         self,
