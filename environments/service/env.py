@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 import random
 import zlib
 from typing import Any, ClassVar
@@ -28,7 +29,7 @@ from envgym.environments.service.user import STOP, AgentFromSpec, LLMUser, Repla
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import EnvgymError, InvalidKwargsError
 
-__all__ = ["DONE_WORDS", "TEST_MODULUS", "ServiceEnv"]
+__all__ = ["DONE_WORDS", "TEST_MODULUS", "ServiceEnv", "validate_tasks"]
 
 #: A task whose content fingerprint is 0 modulo this is a ``test`` task, else ``train``.
 TEST_MODULUS = 5
@@ -348,3 +349,41 @@ def _sample_value(schema: dict[str, Any], rng: random.Random) -> Any:
     if kind == "object":
         return {}
     return rng.choice(["#W0000001", "user_1", "abc", "1"])
+
+
+def validate_tasks(domain: str | Domain, seeds: Iterable[int], *, split: str = "test") -> list[str]:
+    """Prove the tasks of ``seeds`` solvable: each task's gold calls, replayed one by one from its
+    starting world, must all run (no tool error), break no policy rule of the domain, include the
+    task's required actions, and grade ``task_reward == 1`` (telling the user every required fact).
+
+    Returns one line per task that fails (empty: every task is solvable by construction). These are
+    tau2-bench's annotation errors: a gold call on an id that does not exist, a gold solution that
+    breaks the policy, a required action the solution never makes.
+    """
+    env = ServiceEnv(domain=domain, split=split)
+    problems = []
+    for seed in seeds:
+        env.reset(seed=seed)
+        task, start = env.service_task, env.start
+        assert task is not None and start is not None
+        world, violations, failed = start.copy(), [], None
+        for call in task.gold_actions:
+            before = world.copy()
+            try:
+                result = env.domain.run(world, call)
+            except ToolError as err:
+                failed = f"the gold call {call.name}({dict(call.arguments)}) fails: {err}"
+                break
+            tools = env.domain.user_tool_map() if call.requestor == "user" else env.domain.tool_map()
+            if tools[call.name].writes:
+                violations += env.domain.violations(before, call, result)
+        if failed is not None:
+            problems.append(f"seed {seed} ({task.kind}): {failed}")
+            continue
+        agent_calls = [c for c in task.gold_actions if c.requestor != "user"]
+        components = grade(env.domain, task, start, world, list(task.communicate_info), agent_calls, violations)
+        if components["task_reward"] != 1.0:
+            broken = sorted(k for k, v in components.items() if v != 1.0)
+            problems.append(f"seed {seed} ({task.kind}): the gold solution fails {', '.join(broken)} {violations}")
+    env.close()
+    return problems

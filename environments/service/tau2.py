@@ -1,4 +1,4 @@
-"""tau2-bench's own retail tasks, played with envgym's tools, users and grader (optional).
+"""tau2-bench's own retail and airline tasks, played with envgym's tools, users and grader (optional).
 
 tau2-bench (https://github.com/sierra-research/tau2-bench, MIT) is not on PyPI and envgym ships
 none of its code or data. A user who has its repository points envgym at the checkout::
@@ -51,13 +51,30 @@ stored state, never which trajectories reach the expected one, since the expecte
 computed with the same tools. Tasks with an ``initial_state`` (none in retail or airline) are
 skipped with a warning.
 
-The airline domain is not playable yet: ``load_tau2(path, "airline")`` raises
-:class:`~envgym.errors.NotAvailableError` naming what envgym's travel tools lack (:data:`AIRLINE_GAPS`).
+**Airline** (``load_tau2(path, "airline")``, :class:`Tau2AirlineDomain`): tau2-bench's 14 airline
+tools by name, arguments and semantics (:func:`airline_tools`), written here on tau2-bench's database
+layout (users; flights with scheduled times and per-date status, prices and seats; reservations
+whose ``status`` is null or ``"cancelled"``), reusing the user lookup and the payment rules of
+envgym's travel domain (:mod:`.travel`): ``get_user_details``, ``get_reservation_details``,
+``get_flight_status``, ``list_all_airports``, ``search_direct_flight``, ``search_onestop_flight``,
+``calculate`` (arithmetic parsed, never evaluated), ``book_reservation`` (cabin price times
+passengers, $30 insurance per passenger, $50 per non-free bag; payments must add up; gift cards
+are debited, certificates used up; seats taken; ids ``HATHAT``, ``HATHAU``, ``HATHAV``; created at
+2024-05-15T15:00:00), ``cancel_reservation`` (every payment refunded), ``update_reservation_flights``
+(with ``cabin``: flights kept at their price when the cabin stays, the price difference charged
+or refunded), ``update_reservation_baggages``, ``update_reservation_passengers``,
+``send_certificate`` (ids ``certificate_3221322``...) and ``transfer_to_human_agents``. As in
+tau2-bench, cancelling releases no seats and changing flights moves none. What still differs:
+:data:`AIRLINE_GAPS`.
 """
 
 from __future__ import annotations
 
+import ast
+import copy
+import datetime
 import json
+import operator
 import random
 import re
 import warnings
@@ -66,6 +83,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from envgym.environments.service import travel
 from envgym.environments.service.core import Domain, Scenario, ServiceTask, Tool, ToolCall, ToolError, World
 from envgym.environments.service.retail import RetailDomain, cents, dollars
 from envgym.environments.service.user import ScriptedUser
@@ -76,9 +94,12 @@ __all__ = [
     "AIRLINE_GAPS",
     "TAU2_DOMAINS",
     "TAU2_URL",
+    "Tau2AirlineDomain",
     "Tau2Domain",
     "Tau2RetailDomain",
     "Tau2User",
+    "airline_tools",
+    "calculate",
     "first_person",
     "load_tau2",
     "parse_known_info",
@@ -87,17 +108,17 @@ __all__ = [
 ]
 
 TAU2_URL = "https://github.com/sierra-research/tau2-bench"
-#: tau2-bench domains this loader knows (airline: not playable yet, see :data:`AIRLINE_GAPS`).
+#: tau2-bench domains this loader plays.
 TAU2_DOMAINS: tuple[str, ...] = ("retail", "airline")
-#: Why the airline domain is not playable yet: what envgym's travel tools (:mod:`.travel`) lack.
+#: What still differs when tau2-bench's airline tasks are played here (they load and play: see
+#: :class:`Tau2AirlineDomain`).
 AIRLINE_GAPS = (
-    "envgym's travel domain has no book_reservation (10 of tau2-bench's 50 airline tasks book), "
-    "search_onestop_flight, list_all_airports, get_flight_status, calculate or transfer_to_human_agents; its "
-    "update_reservation_flights takes no cabin argument (tau2-bench changes the cabin through it; envgym has "
-    "update_reservation_cabin instead); and its database differs from tau2-bench's (reservation status 'active' "
-    "where tau2-bench has null, flights' departure_time/arrival_time where tau2-bench has "
-    "scheduled_departure_time_est/scheduled_arrival_time_est, landed flight dates without actual times, an "
-    "airports table tau2-bench does not store)."
+    "no policy checks on airline writes (policy_reward is always 1; a write the policy forbids shows up only as a "
+    "database that differs from the expected one); the scripted user opens with reason_for_call and gives the "
+    "facts of known_info, but cannot follow task_instructions (which flight to pick, how to split a payment, "
+    "when to give in): most airline tasks need an LLM user (user=...) to be played faithfully; NL_ASSERTION is "
+    "not graded offline; list_all_airports lists the airports of the database's flights (tau2-bench returns a "
+    "fixed list of 20); cancel_reservation refuses an already cancelled reservation (tau2-bench refunds it again)."
 )
 #: tau2-bench reward criteria graded offline.
 GRADED: tuple[str, ...] = ("DB", "COMMUNICATE", "ACTION")
@@ -468,6 +489,479 @@ class Tau2RetailDomain(Tau2Domain):
         return self._retail.violations(before, call, result)
 
 
+# --------------------------------------------------------------------------- airline
+#: The clock of tau2-bench's airline domain (new reservations are created at this moment).
+AIRLINE_NOW = "2024-05-15T15:00:00"
+#: Travel insurance per passenger and each non-free checked bag, in dollars (tau2-bench's prices).
+INSURANCE_FEE = 30
+#: Ids a new reservation takes, in order (tau2-bench's convention: at most three per task).
+NEW_RESERVATION_IDS: tuple[str, ...] = ("HATHAT", "HATHAU", "HATHAV")
+#: Ids a new certificate takes, in order.
+NEW_CERTIFICATE_IDS: tuple[str, ...] = ("certificate_3221322", "certificate_3221323", "certificate_3221324")
+#: City names of the IATA codes ``list_all_airports`` may list (those of flights in the database).
+AIRPORT_CITIES: dict[str, str] = {
+    "ATL": "Atlanta", "BOS": "Boston", "CLT": "Charlotte", "DEN": "Denver", "DFW": "Dallas",
+    "DTW": "Detroit", "EWR": "Newark", "IAH": "Houston", "JFK": "New York", "LAS": "Las Vegas",
+    "LAX": "Los Angeles", "LGA": "LaGuardia", "MCO": "Orlando", "MIA": "Miami", "MSP": "Minneapolis",
+    "ORD": "Chicago", "PHL": "Philadelphia", "PHX": "Phoenix", "SEA": "Seattle", "SFO": "San Francisco",
+}  # fmt: skip
+
+
+def _air_reservation(world: World, reservation_id: str) -> dict[str, Any]:
+    res = world.db["reservations"].get(reservation_id)
+    if res is None:
+        raise ToolError(f"no reservation with id {reservation_id!r} (reservation ids are 6 letters or digits).")
+    return res
+
+
+def _air_day(world: World, flight_number: str, date: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    flight = world.db["flights"].get(flight_number)
+    if flight is None:
+        raise ToolError(f"no flight number {flight_number!r} (flight numbers look like 'HAT123').")
+    day = flight["dates"].get(date)
+    if day is None:
+        raise ToolError(f"flight {flight_number} does not fly on {date!r} (dates are YYYY-MM-DD).")
+    return flight, day
+
+
+def _air_open_day(world: World, flight_number: str, date: str, cabin: str, seats: int) -> tuple[dict, dict]:
+    flight, day = _air_day(world, flight_number, date)
+    if day["status"] != "available":
+        raise ToolError(f"flight {flight_number} on {date} is {day['status']}: only available flights can be booked.")
+    if day["available_seats"][cabin] < seats:
+        raise ToolError(
+            f"flight {flight_number} on {date} has {day['available_seats'][cabin]} {cabin} seat(s) left; {seats} needed."
+        )
+    return flight, day
+
+
+def _direct(world: World, date: str, origin: str | None, destination: str | None, after: str = "") -> list[dict]:
+    out = []
+    for flight in world.db["flights"].values():
+        day = flight["dates"].get(date)
+        if day is None or day["status"] != "available":
+            continue
+        if origin is not None and flight["origin"] != origin:
+            continue
+        if destination is not None and flight["destination"] != destination:
+            continue
+        if after and flight["scheduled_departure_time_est"] < after:
+            continue
+        out.append(
+            {
+                "flight_number": flight["flight_number"],
+                "origin": flight["origin"],
+                "destination": flight["destination"],
+                "status": "available",
+                "scheduled_departure_time_est": flight["scheduled_departure_time_est"],
+                "scheduled_arrival_time_est": flight["scheduled_arrival_time_est"],
+                "date": date,
+                "available_seats": dict(day["available_seats"]),
+                "prices": dict(day["prices"]),
+            }
+        )
+    return out
+
+
+def air_search_direct_flight(world: World, origin: str, destination: str, date: str) -> list[dict[str, Any]]:
+    return _direct(world, date, origin, destination)
+
+
+def air_search_onestop_flight(world: World, origin: str, destination: str, date: str) -> list[list[dict[str, Any]]]:
+    pairs = []
+    for first in _direct(world, date, origin, None):
+        arrival = first["scheduled_arrival_time_est"]
+        second_date = date
+        if "+1" in arrival:  # arrives the next day: the connection leaves that day, any time
+            second_date = (datetime.date.fromisoformat(date) + datetime.timedelta(days=1)).isoformat()
+            arrival = ""
+        for second in _direct(world, second_date, first["destination"], destination, after=arrival):
+            pairs.append([first, second])
+    return pairs
+
+
+def air_list_all_airports(world: World) -> list[dict[str, str]]:
+    codes = sorted({f[k] for f in world.db["flights"].values() for k in ("origin", "destination")})
+    return [{"iata": c, "city": AIRPORT_CITIES.get(c, c)} for c in codes]
+
+
+def air_get_flight_status(world: World, flight_number: str, date: str) -> str:
+    return str(_air_day(world, flight_number, date)[1]["status"])
+
+
+def air_get_user_details(world: World, user_id: str) -> dict[str, Any]:
+    return travel.get_user_details(world, user_id)
+
+
+def air_get_reservation_details(world: World, reservation_id: str) -> dict[str, Any]:
+    return copy.deepcopy(_air_reservation(world, reservation_id))
+
+
+def air_book_reservation(
+    world: World,
+    user_id: str,
+    origin: str,
+    destination: str,
+    flight_type: str,
+    cabin: str,
+    flights: list[dict[str, Any]],
+    passengers: list[dict[str, Any]],
+    payment_methods: list[dict[str, Any]],
+    total_baggages: int,
+    nonfree_baggages: int,
+    insurance: str,
+) -> dict[str, Any]:
+    user = travel._user(world, user_id)
+    new_id = next((r for r in NEW_RESERVATION_IDS if r not in world.db["reservations"]), None)
+    if new_id is None:
+        raise ToolError(f"too many new reservations: at most {len(NEW_RESERVATION_IDS)} per conversation.")
+    if not passengers:
+        raise ToolError("a reservation needs at least one passenger.")
+    if not 0 <= nonfree_baggages <= total_baggages:
+        raise ToolError(f"nonfree_baggages must be between 0 and total_baggages ({total_baggages}).")
+    legs, days, price = [], [], 0
+    for info in flights:
+        flight, day = _air_open_day(world, info["flight_number"], info["date"], cabin, len(passengers))
+        legs.append(
+            {
+                "flight_number": flight["flight_number"],
+                "origin": flight["origin"],
+                "destination": flight["destination"],
+                "date": info["date"],
+                "price": day["prices"][cabin],
+            }
+        )
+        days.append(day)
+        price += day["prices"][cabin] * len(passengers)
+    if not legs:
+        raise ToolError("a reservation needs at least one flight.")
+    price += (INSURANCE_FEE * len(passengers) if insurance == "yes" else 0) + travel.BAG_FEE * nonfree_baggages
+    for payment in payment_methods:
+        method = user["payment_methods"].get(payment["payment_id"])
+        if method is None:
+            raise ToolError(
+                f"user {user_id} has no payment method {payment['payment_id']!r}; theirs: "
+                f"{', '.join(sorted(user['payment_methods']))}."
+            )
+        if method["source"] in ("gift_card", "certificate") and method["amount"] < payment["amount"]:
+            raise ToolError(f"{payment['payment_id']} holds ${method['amount']}, less than ${payment['amount']}.")
+    paid = sum(p["amount"] for p in payment_methods)
+    if paid != price:
+        raise ToolError(f"the payments add up to ${paid}; the reservation costs ${price}.")
+    for payment in payment_methods:
+        method = user["payment_methods"][payment["payment_id"]]
+        if method["source"] == "gift_card":
+            method["amount"] -= payment["amount"]
+        elif method["source"] == "certificate":  # a certificate is used up whatever is left on it
+            del user["payment_methods"][payment["payment_id"]]
+    for day in days:
+        day["available_seats"][cabin] -= len(passengers)
+    res = {
+        "reservation_id": new_id,
+        "user_id": user_id,
+        "origin": origin,
+        "destination": destination,
+        "flight_type": flight_type,
+        "cabin": cabin,
+        "flights": legs,
+        "passengers": [
+            {"first_name": p["first_name"], "last_name": p["last_name"], "dob": p["dob"]} for p in passengers
+        ],
+        "payment_history": [{"payment_id": p["payment_id"], "amount": p["amount"]} for p in payment_methods],
+        "created_at": AIRLINE_NOW,
+        "total_baggages": total_baggages,
+        "nonfree_baggages": nonfree_baggages,
+        "insurance": insurance,
+        "status": None,
+    }
+    world.db["reservations"][new_id] = res
+    user["reservations"].append(new_id)
+    return copy.deepcopy(res)
+
+
+def air_cancel_reservation(world: World, reservation_id: str) -> dict[str, Any]:
+    res = _air_reservation(world, reservation_id)
+    if res.get("status") == "cancelled":
+        raise ToolError(f"reservation {reservation_id} is already cancelled.")
+    res["payment_history"].extend(
+        {"payment_id": p["payment_id"], "amount": -p["amount"]} for p in list(res["payment_history"])
+    )
+    res["status"] = "cancelled"  # seats are not released, as in tau2-bench
+    return copy.deepcopy(res)
+
+
+def air_update_reservation_flights(
+    world: World, reservation_id: str, cabin: str, flights: list[dict[str, Any]], payment_id: str
+) -> dict[str, Any]:
+    res = _air_reservation(world, reservation_id)
+    pax = len(res["passengers"])
+    legs, total = [], 0
+    for info in flights:
+        kept = next(
+            (
+                leg
+                for leg in res["flights"]
+                if (leg["flight_number"], leg["date"]) == (info["flight_number"], info["date"])
+                and cabin == res["cabin"]
+            ),
+            None,
+        )
+        if kept is None:
+            flight, day = _air_open_day(world, info["flight_number"], info["date"], cabin, pax)
+            kept = {
+                "flight_number": flight["flight_number"],
+                "origin": flight["origin"],
+                "destination": flight["destination"],
+                "date": info["date"],
+                "price": day["prices"][cabin],
+            }
+        legs.append(kept)
+        total += kept["price"] * pax
+    if not legs:
+        raise ToolError("give every flight of the new itinerary (at least one).")
+    difference = total - sum(leg["price"] for leg in res["flights"]) * pax
+    travel._pay(world, res, payment_id, difference)  # seats are not moved, as in tau2-bench
+    res["flights"] = [dict(leg) for leg in legs]
+    res["cabin"] = cabin
+    return copy.deepcopy(res)
+
+
+def air_update_reservation_baggages(
+    world: World, reservation_id: str, total_baggages: int, nonfree_baggages: int, payment_id: str
+) -> dict[str, Any]:
+    res = _air_reservation(world, reservation_id)
+    if not 0 <= nonfree_baggages <= total_baggages:
+        raise ToolError(f"nonfree_baggages must be between 0 and total_baggages ({total_baggages}).")
+    travel._pay(world, res, payment_id, travel.BAG_FEE * max(0, nonfree_baggages - res["nonfree_baggages"]))
+    res["total_baggages"], res["nonfree_baggages"] = total_baggages, nonfree_baggages
+    return copy.deepcopy(res)
+
+
+def air_update_reservation_passengers(world: World, reservation_id: str, passengers: list[dict[str, Any]]) -> dict:
+    res = _air_reservation(world, reservation_id)
+    if len(passengers) != len(res["passengers"]):
+        raise ToolError(
+            f"reservation {reservation_id} has {len(res['passengers'])} passenger(s); the number cannot change."
+        )
+    res["passengers"] = [
+        {"first_name": p["first_name"], "last_name": p["last_name"], "dob": p["dob"]} for p in passengers
+    ]
+    return copy.deepcopy(res)
+
+
+def air_send_certificate(world: World, user_id: str, amount: int) -> str:
+    user = travel._user(world, user_id)
+    if amount <= 0:
+        raise ToolError(f"amount must be a positive number of dollars, got {amount}.")
+    payment_id = next((c for c in NEW_CERTIFICATE_IDS if c not in user["payment_methods"]), None)
+    if payment_id is None:
+        raise ToolError(f"too many certificates: at most {len(NEW_CERTIFICATE_IDS)} per conversation.")
+    user["payment_methods"][payment_id] = {"source": "certificate", "id": payment_id, "amount": amount}
+    return f"Certificate {payment_id} added to user {user_id} with amount {amount}."
+
+
+_ARITHMETIC = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
+
+
+def _arith(node: ast.AST) -> float:
+    if isinstance(node, ast.Expression):
+        return _arith(node.body)
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+        return float(node.value)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.UAdd, ast.USub)):
+        value = _arith(node.operand)
+        return -value if isinstance(node.op, ast.USub) else value
+    if isinstance(node, ast.BinOp) and type(node.op) in _ARITHMETIC:
+        return _ARITHMETIC[type(node.op)](_arith(node.left), _arith(node.right))
+    raise ToolError("only numbers, + - * /, parentheses and spaces are allowed.")
+
+
+def calculate(world: World, expression: str) -> str:
+    """Safe arithmetic: the expression is parsed, never evaluated as code."""
+    if not expression.strip() or any(ch not in "0123456789+-*/(). " for ch in expression) or len(expression) > 200:
+        raise ToolError(
+            "the expression may hold only numbers, + - * /, parentheses and spaces (at most 200 characters)."
+        )
+    try:
+        value = _arith(ast.parse(expression, mode="eval"))
+    except SyntaxError as err:
+        raise ToolError(f"not an arithmetic expression: {expression!r}.") from err
+    except ZeroDivisionError as err:
+        raise ToolError("division by zero.") from err
+    return str(round(value, 2))
+
+
+_AS = {"type": "string"}
+_AINT = {"type": "integer"}
+_ACABIN = {"type": "string", "enum": ["basic_economy", "economy", "business"]}
+_AFLIGHTS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "flight_number": {"type": "string", "description": "like 'HAT001'"},
+            "date": {"type": "string", "description": "YYYY-MM-DD"},
+        },
+        "required": ["flight_number", "date"],
+    },
+}
+_APASSENGERS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {"first_name": _AS, "last_name": _AS, "dob": {"type": "string", "description": "YYYY-MM-DD"}},
+        "required": ["first_name", "last_name", "dob"],
+    },
+}
+_APAY = {"type": "string", "description": "a payment method id of the user, like 'credit_card_7815826'"}
+
+
+def _aobj(properties: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": list(properties)}
+
+
+def airline_tools() -> list[Tool]:
+    """tau2-bench's airline tools (names, arguments, semantics), on its database layout."""
+    route = _aobj(
+        {
+            "origin": {"type": "string", "description": "IATA code, like 'JFK'"},
+            "destination": {"type": "string", "description": "IATA code, like 'LAX'"},
+            "date": {"type": "string", "description": "YYYY-MM-DD"},
+        }
+    )
+    return [
+        Tool(
+            "get_user_details",
+            "A user's profile: name, address, membership, payment methods, saved passengers, reservation ids.",
+            _aobj({"user_id": _AS}),
+            air_get_user_details,
+        ),
+        Tool(
+            "get_reservation_details",
+            "A reservation: flights and prices, cabin, passengers, payments, bags, insurance, status.",
+            _aobj({"reservation_id": _AS}),
+            air_get_reservation_details,
+        ),
+        Tool(
+            "get_flight_status",
+            "The status of a flight on a date (available, delayed, cancelled, landed, flying, on time).",
+            _aobj({"flight_number": _AS, "date": _AS}),
+            air_get_flight_status,
+        ),
+        Tool(
+            "list_all_airports",
+            "Every airport served: IATA code and city.",
+            {"type": "object", "properties": {}, "required": []},
+            air_list_all_airports,
+        ),
+        Tool(
+            "search_direct_flight",
+            "Available direct flights between two airports on a date, with seats and prices per cabin.",
+            route,
+            air_search_direct_flight,
+        ),
+        Tool(
+            "search_onestop_flight",
+            "Available one-stop connections (pairs of flights) between two airports leaving on a date.",
+            route,
+            air_search_onestop_flight,
+        ),
+        Tool(
+            "calculate",
+            "Compute an arithmetic expression (numbers, + - * /, parentheses).",
+            _aobj({"expression": _AS}),
+            calculate,
+        ),
+        Tool(
+            "book_reservation",
+            f"Book a reservation. Price: the cabin's price of each flight times passengers, ${INSURANCE_FEE} per passenger "
+            f"for insurance, ${travel.BAG_FEE} per non-free bag; the payments must add up to it (a certificate is used up).",
+            _aobj(
+                {
+                    "user_id": _AS,
+                    "origin": _AS,
+                    "destination": _AS,
+                    "flight_type": {"type": "string", "enum": ["one_way", "round_trip"]},
+                    "cabin": _ACABIN,
+                    "flights": _AFLIGHTS,
+                    "passengers": _APASSENGERS,
+                    "payment_methods": {"type": "array", "items": _aobj({"payment_id": _AS, "amount": _AINT})},
+                    "total_baggages": _AINT,
+                    "nonfree_baggages": _AINT,
+                    "insurance": {"type": "string", "enum": ["yes", "no"]},
+                }
+            ),
+            air_book_reservation,
+            writes=True,
+        ),
+        Tool(
+            "cancel_reservation",
+            "Cancel a whole reservation; every payment is refunded to its method.",
+            _aobj({"reservation_id": _AS}),
+            air_cancel_reservation,
+            writes=True,
+        ),
+        Tool(
+            "update_reservation_flights",
+            "Set the cabin and the flights of a reservation (list EVERY flight of the new itinerary, changed or not); "
+            "the price difference is charged to, or refunded to, payment_id.",
+            _aobj({"reservation_id": _AS, "cabin": _ACABIN, "flights": _AFLIGHTS, "payment_id": _APAY}),
+            air_update_reservation_flights,
+            writes=True,
+        ),
+        Tool(
+            "update_reservation_baggages",
+            f"Set a reservation's checked bags (new total, new number of non-free ones: ${travel.BAG_FEE} per added non-free bag, charged to payment_id).",
+            _aobj({"reservation_id": _AS, "total_baggages": _AINT, "nonfree_baggages": _AINT, "payment_id": _APAY}),
+            air_update_reservation_baggages,
+            writes=True,
+        ),
+        Tool(
+            "update_reservation_passengers",
+            "Replace the passenger list of a reservation (same number of passengers).",
+            _aobj({"reservation_id": _AS, "passengers": _APASSENGERS}),
+            air_update_reservation_passengers,
+            writes=True,
+        ),
+        Tool(
+            "send_certificate",
+            "Give a user a travel certificate of `amount` dollars. Be careful!",
+            _aobj({"user_id": _AS, "amount": _AINT}),
+            air_send_certificate,
+            writes=True,
+        ),
+        Tool(
+            "transfer_to_human_agents",
+            "Hand the user over to a human agent, with a summary (only when the policy says so).",
+            _aobj({"summary": _AS}),
+            transfer_to_human_agents,
+        ),
+    ]
+
+
+class Tau2AirlineDomain(Tau2Domain):
+    """tau2-bench's airline tasks on envgym tools that keep tau2-bench's airline tool names,
+    arguments and semantics (:func:`airline_tools`: the lookups and payment rules of envgym's
+    travel domain, :mod:`.travel`, plus booking, one-stop search, airports, flight status, safe
+    arithmetic and transfers), on tau2-bench's database and policy text. No policy checks
+    (``policy_reward`` is always 1): the graded basis is what tau2-bench grades offline."""
+
+    name: ClassVar[str] = "tau2-airline"
+    title: ClassVar[str] = "an airline"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tool_list = airline_tools()
+
+    def tools(self) -> list[Tool]:
+        return list(self._tool_list)
+
+
 # --------------------------------------------------------------------------- loading
 def _read_json(path: Path) -> Any:
     try:
@@ -503,8 +997,7 @@ def load_tau2(repo_path: str | Path, domain: str = "retail", split: str | None =
     Args:
         repo_path: the root of a tau2-bench checkout (it holds ``data/tau2/domains/``), or a
             folder holding domain folders in that layout (``<repo_path>/retail/tasks.json``).
-        domain: ``"retail"`` (``"airline"`` raises :class:`~envgym.errors.NotAvailableError`:
-            :data:`AIRLINE_GAPS`).
+        domain: ``"retail"`` or ``"airline"``.
         split: ``None`` for every task of ``tasks.json``, or a split of ``split_tasks.json``
             (``"train"``, ``"test"``, ``"base"``, ...).
 
@@ -518,7 +1011,7 @@ def load_tau2(repo_path: str | Path, domain: str = "retail", split: str | None =
         tools cannot run (left out) and for tasks skipped (an ``initial_state``).
 
     Raises:
-        NotAvailableError: no tau2-bench data at ``repo_path``, or a domain envgym cannot play.
+        NotAvailableError: no tau2-bench data at ``repo_path``.
         ConfigError: an unknown domain or split, or malformed files.
     """
     if domain not in TAU2_DOMAINS:
@@ -533,9 +1026,7 @@ def load_tau2(repo_path: str | Path, domain: str = "retail", split: str | None =
             f"no tau2-bench {domain} data at {folder} (missing {', '.join(missing)}). tau2-bench is not on PyPI: "
             f"clone {TAU2_URL} and pass the checkout's root folder."
         )
-    if domain == "airline":
-        raise NotAvailableError(f"tau2-bench's airline tasks cannot be played with envgym's tools yet: {AIRLINE_GAPS}")
-    cls = Tau2RetailDomain
+    cls: type[Tau2Domain] = Tau2AirlineDomain if domain == "airline" else Tau2RetailDomain
     raw_tasks = _read_json(folder / "tasks.json")
     if not isinstance(raw_tasks, list):
         raise ConfigError(f"{folder / 'tasks.json'} must hold a JSON list of tasks, got {type(raw_tasks).__name__}.")

@@ -192,3 +192,34 @@ def test_gold_calls_solve_every_task() -> None:
         final = domain.expected_world(world, task)
         components = grade(domain, task, world, final, list(task.communicate_info), list(task.gold_actions), [])
         assert components["task_reward"] == 1.0, (seed, task.kind, components)
+
+
+def test_validate_tasks_proves_every_task_solvable_and_names_a_broken_one() -> None:
+    from envgym.environments.service.env import validate_tasks
+
+    for domain in ("retail", "travel", "telecom"):
+        assert validate_tasks(domain, range(25), split="test") == [], domain
+    assert validate_tasks(Library(), range(10), split="train") == []
+
+    class Broken(Library):  # annotation errors: the gold call lends a book the member already has
+        def make_task(self, world: World, rng: random.Random) -> ServiceTask:
+            task = super().make_task(world, rng)
+            if task.kind != "borrow":
+                return task
+            gold = (ToolCall("borrow_book", {"member_id": "m1", "book_id": "b1"}),)  # b1 is on loan
+            return ServiceTask(task.kind, task.scenario, gold, communicate_info=task.communicate_info)
+
+    problems = validate_tasks(Broken(), range(10), split="train")
+    assert problems and all("is not available" in p for p in problems)
+
+    class OverLimit(Library):  # the gold solution breaks the policy (a third book)
+        def make_task(self, world: World, rng: random.Random) -> ServiceTask:
+            task = super().make_task(world, rng)
+            if task.kind != "refuse_over_limit":
+                return task
+            free = next(b for b, v in world.db["books"].items() if v["status"] == "available")
+            gold = (ToolCall("borrow_book", {"member_id": "m1", "book_id": free}),)
+            return ServiceTask(task.kind, task.scenario, gold, communicate_info=task.communicate_info)
+
+    problems = validate_tasks(OverLimit(), range(20), split="train")
+    assert problems and all("policy_reward" in p and "third book" in p for p in problems)

@@ -9,10 +9,12 @@ import warnings
 from pathlib import Path
 
 import pytest
-from envgym.environments.service.core import grade
+from envgym.environments.service.core import ToolCall, ToolError, World, grade
 from envgym.environments.service.env import ServiceEnv
 from envgym.environments.service.tau2 import (
+    Tau2AirlineDomain,
     Tau2RetailDomain,
+    calculate,
     first_person,
     load_tau2,
     parse_known_info,
@@ -65,8 +67,7 @@ def test_bad_paths_domains_and_splits_say_what_to_do(tmp_path: Path) -> None:
         load_tau2(FIXTURE, "telecom")
     with pytest.raises(ConfigError, match="split must be one of base, test, train, got 'dev'"):
         load_tau2(FIXTURE, "retail", split="dev")
-    shutil.copytree(FIXTURE / "retail", tmp_path / "data" / "tau2" / "domains" / "airline")
-    with pytest.raises(NotAvailableError, match="no book_reservation"):
+    with pytest.raises(NotAvailableError, match="missing db.json, policy.md, tasks.json"):
         load_tau2(tmp_path, "airline")
 
 
@@ -204,4 +205,150 @@ def test_the_env_over_a_loaded_domain_keeps_the_contract() -> None:
     action = call("get_item_details", item_id="5100000012")
     assert clone.step(action)[0] == env.step(action)[0]
     report = check_env(ServiceEnv(domain=domain), seeds=(0, 1, 5), steps=12)
+    assert "pickle_roundtrip" in report.checks
+
+
+# --------------------------------------------------------------------------- airline
+def load_airline(split: str | None = None) -> Tau2AirlineDomain:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        domain = load_tau2(FIXTURE, "airline", split=split)
+    assert isinstance(domain, Tau2AirlineDomain)
+    return domain
+
+
+def test_airline_loads_with_tau2_tool_names_and_splits() -> None:
+    with pytest.warns(UserWarning, match=r"airline: 1 of 6 tasks grade NL_ASSERTION.*\(tasks 3\)"):
+        domain = load_tau2(FIXTURE, "airline")
+    assert domain.name == "tau2-airline" and domain.task_ids() == ["0", "1", "2", "3", "4", "5"]
+    assert domain.policy.startswith("# Airline support policy (test fixture)")
+    assert {t.name for t in domain.tools()} == {
+        "book_reservation", "calculate", "cancel_reservation", "get_flight_status", "get_reservation_details",
+        "get_user_details", "list_all_airports", "search_direct_flight", "search_onestop_flight", "send_certificate",
+        "transfer_to_human_agents", "update_reservation_baggages", "update_reservation_flights",
+        "update_reservation_passengers",
+    }  # fmt: skip
+    assert load_airline("train").task_ids() == ["0", "1", "2", "4"] and load_airline("test").task_ids() == ["3", "5"]
+
+
+def test_every_airline_fixture_task_is_solved_by_its_gold_actions_and_not_by_nothing() -> None:
+    domain = load_airline()
+    for task in domain.tasks:
+        start = domain.base_world()
+        final = domain.expected_world(start, task)
+        components = grade(domain, task, start, final, list(task.communicate_info), list(task.gold_actions), [])
+        assert components["task_reward"] == 1.0, (task.kind, components)
+        changes = final.state_hash() != start.state_hash()
+        nothing = grade(domain, task, start, start.copy(), [], [], [])["task_reward"]
+        assert (changes, nothing) == ((True, 0.0) if task.kind != "task_3" else (False, 1.0)), task.kind
+
+
+def run(domain: Tau2AirlineDomain, world: World, name: str, **arguments: object) -> object:
+    return domain.run(world, ToolCall(name, arguments))
+
+
+def test_airline_tools_follow_tau2_semantics() -> None:
+    domain = load_airline()
+    world = domain.base_world()
+    assert run(domain, world, "get_flight_status", flight_number="HAT105", date="2024-05-16") == "delayed"
+    assert [a["iata"] for a in run(domain, world, "list_all_airports")] == ["JFK", "ORD", "SEA"]  # type: ignore[union-attr]
+    direct = run(domain, world, "search_direct_flight", origin="JFK", destination="SEA", date="2024-05-21")
+    assert direct == []  # HAT103 is cancelled that day
+    pairs = run(domain, world, "search_onestop_flight", origin="JFK", destination="SEA", date="2024-05-20")
+    assert [[f["flight_number"] for f in p] for p in pairs] == [["HAT101", "HAT102"]]  # type: ignore[union-attr]
+    # booking: price + $30 insurance + $50 per non-free bag; a certificate is used up, the gift card debited
+    lena = "lena_park_4821"
+    booking = {
+        "user_id": lena, "origin": "JFK", "destination": "ORD", "flight_type": "one_way", "cabin": "business",
+        "flights": [{"flight_number": "HAT101", "date": "2024-05-20"}],
+        "passengers": [{"first_name": "Lena", "last_name": "Park", "dob": "1985-03-02"}],
+        "total_baggages": 2, "nonfree_baggages": 1, "insurance": "yes",
+    }  # fmt: skip
+    with pytest.raises(ToolError, match=r"add up to \$600; the reservation costs \$690"):
+        run(
+            domain,
+            world,
+            "book_reservation",
+            payment_methods=[{"payment_id": "credit_card_4100001", "amount": 600}],
+            **booking,
+        )
+    pay = [
+        {"payment_id": "certificate_4100003", "amount": 100},
+        {"payment_id": "gift_card_4100002", "amount": 200},
+        {"payment_id": "credit_card_4100001", "amount": 390},
+    ]
+    res = run(domain, world, "book_reservation", payment_methods=pay, **booking)
+    assert res["reservation_id"] == "HATHAT" and res["status"] is None  # type: ignore[index]
+    assert res["created_at"] == "2024-05-15T15:00:00" and res["flights"][0]["price"] == 610  # type: ignore[index]
+    methods = world.db["users"][lena]["payment_methods"]
+    assert "certificate_4100003" not in methods and methods["gift_card_4100002"]["amount"] == 0
+    assert world.db["flights"]["HAT101"]["dates"]["2024-05-20"]["available_seats"]["business"] == 3
+    assert world.db["users"][lena]["reservations"] == ["AB12CD", "HATHAT"]
+    # cancelling refunds every payment and releases no seat (as tau2-bench)
+    cancelled = run(domain, world, "cancel_reservation", reservation_id="HATHAT")
+    assert cancelled["status"] == "cancelled" and [p["amount"] for p in cancelled["payment_history"]] == [  # type: ignore[index]
+        100,
+        200,
+        390,
+        -100,
+        -200,
+        -390,
+    ]
+    assert world.db["flights"]["HAT101"]["dates"]["2024-05-20"]["available_seats"]["business"] == 3
+    with pytest.raises(ToolError, match="already cancelled"):
+        run(domain, world, "cancel_reservation", reservation_id="HATHAT")
+    # a flight change with cabin: the refund of the difference is a negative payment
+    changed = run(
+        domain, world, "update_reservation_flights", reservation_id="AB12CD", cabin="economy",
+        flights=[{"flight_number": "HAT101", "date": "2024-05-20"}, {"flight_number": "HAT102", "date": "2024-05-20"}],
+        payment_id="credit_card_4100001",
+    )  # fmt: skip
+    assert changed["payment_history"][-1] == {"payment_id": "credit_card_4100001", "amount": -30}  # type: ignore[index]
+    with pytest.raises(ToolError, match="cancelled: only available flights"):
+        run(domain, world, "update_reservation_flights", reservation_id="AB12CD", cabin="economy",
+            flights=[{"flight_number": "HAT103", "date": "2024-05-21"}], payment_id="credit_card_4100001")  # fmt: skip
+    with pytest.raises(ToolError, match="no payment method 'certificate_4100003'"):  # used up by the booking
+        run(domain, world, "update_reservation_baggages", reservation_id="AB12CD", total_baggages=5,
+            nonfree_baggages=2, payment_id="certificate_4100003")  # fmt: skip
+    assert run(domain, world, "send_certificate", user_id=lena, amount=50) == (
+        "Certificate certificate_3221322 added to user lena_park_4821 with amount 50."
+    )
+    with pytest.raises(ToolError, match="travel certificate"):
+        run(domain, world, "update_reservation_baggages", reservation_id="AB12CD", total_baggages=5,
+            nonfree_baggages=2, payment_id="certificate_3221322")  # fmt: skip
+    with pytest.raises(ToolError, match="number cannot change"):
+        run(domain, world, "update_reservation_passengers", reservation_id="AB12CD", passengers=[])
+    assert run(domain, world, "transfer_to_human_agents", summary="wants a human") == "Transfer successful"
+
+
+def test_calculate_is_arithmetic_only() -> None:
+    world = World({})
+    assert calculate(world, "(320 - 150) * 2 / 4") == "85.0"
+    assert calculate(world, "-3 + 10 / 3") == "0.33"
+    for bad in ("__import__('os')", "2 ** 10", "", "1 +", "1 / 0", "9" * 300):
+        with pytest.raises(ToolError):
+            calculate(world, bad)
+
+
+def test_a_scripted_conversation_solves_an_airline_task() -> None:
+    env = ServiceEnv(domain=load_airline())
+    obs, info = env.reset(seed=1)
+    assert info["task"]["domain"] == "tau2-airline"
+    assert obs.endswith("User: I want to cancel my reservation JK56LM because my plans changed.")
+    obs, *_ = env.step("I can help. What is your user id?")
+    assert "omar_reed_7310" in obs
+    env.step(call("get_user_details", user_id="omar_reed_7310"))
+    obs, *_ = env.step(call("get_reservation_details", reservation_id="JK56LM"))
+    assert '"cabin": "business"' in obs
+    obs, reward, terminated, _, info = env.step(
+        "JK56LM is in business class, so I can cancel it with a refund of 600 to your card. Shall I go ahead?"
+    )
+    assert obs == "User: Yes, please go ahead." and not terminated
+    env.step(call("cancel_reservation", reservation_id="JK56LM"))
+    obs, reward, terminated, _, info = env.step("It is cancelled and 600 goes back to your mastercard.")
+    assert STOP in obs and terminated and info["success"] and reward == 1.0
+
+
+def test_the_env_over_a_loaded_airline_domain_keeps_the_contract() -> None:
+    report = check_env(ServiceEnv(domain=load_airline()), seeds=(0, 1, 5), steps=12)
     assert "pickle_roundtrip" in report.checks
