@@ -51,6 +51,24 @@ class AgentInput:
     max_new_tokens: int | None = None
     stop: tuple[str, ...] = ()
 
+    @classmethod
+    def for_turn(
+        cls, episode_id: str, env_id: str, observation: str, info: Any, turn: int, conv: Any, sample_action: Any
+    ) -> AgentInput:
+        """The input of one turn of a live episode, with the chat fields from its ``Conversation``
+        (``conv``; ``None`` for agents that are not chat agents)."""
+        return cls(
+            episode_id,
+            env_id,
+            observation,
+            info,
+            turn,
+            conv.messages() if conv is not None else (),
+            sample_action,
+            conv.max_new_tokens if conv is not None else None,
+            conv.stop if conv is not None else (),
+        )
+
 
 @dataclass(slots=True)
 class AgentOutput:

@@ -297,17 +297,8 @@ class ParallelPlay:
         sampler = getattr(episode.env.unwrapped, "sample_action", None)
         agent_id = seat.agent_id
         sample = (lambda rng, f=sampler, a=agent_id: f(a, rng)) if sampler is not None else None
-        conv = seat.conv
-        return AgentInput(
-            seat.traj.episode_id,
-            seat.traj.env_id,
-            seat.obs,
-            seat.info,
-            len(seat.traj.turns),
-            conv.messages() if conv is not None else (),
-            sample,
-            conv.max_new_tokens if conv is not None else None,
-            conv.stop if conv is not None else (),
+        return AgentInput.for_turn(
+            seat.traj.episode_id, seat.traj.env_id, seat.obs, seat.info, len(seat.traj.turns), seat.conv, sample
         )
 
     def _ask(self, policy: Agent, inputs: list[AgentInput]) -> tuple[list[Any], float]:

@@ -301,7 +301,6 @@ def env_description(env_id: str) -> tuple[str, str]:
     name = match["name"] if match else env_id
     summary = ""
     try:
-
         env_spec = spec(env_id)
         summary = env_spec.summary
         doc = env_spec.load().__dict__.get("__doc__")  # not inspect.getdoc: TextEnv's own text is no summary

@@ -606,17 +606,8 @@ class Runner:
             sample = lambda _rng: sampled
         else:
             sample = None
-        conv = live.conv
-        return AgentInput(
-            live.traj.episode_id,
-            live.traj.env_id,
-            live.obs,
-            live.info,
-            len(live.traj.turns),
-            conv.messages() if conv is not None else (),
-            sample,
-            conv.max_new_tokens if conv is not None else None,
-            conv.stop if conv is not None else (),
+        return AgentInput.for_turn(
+            live.traj.episode_id, live.traj.env_id, live.obs, live.info, len(live.traj.turns), live.conv, sample
         )
 
     # -- one turn of a batch of live episodes ---------------------------------------------------

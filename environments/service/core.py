@@ -326,7 +326,9 @@ class Domain:
 
 
 #: A user's explicit yes (what authorises the writes that follow it, until the user speaks again).
-AFFIRM = re.compile(r"\b(yes|yeah|yep|sure|go ahead|please do|do it|confirmed?|i agree|that's right|correct)\b", re.IGNORECASE)
+AFFIRM = re.compile(
+    r"\b(yes|yeah|yep|sure|go ahead|please do|do it|confirmed?|i agree|that's right|correct)\b", re.IGNORECASE
+)
 #: ... unless the same words refuse.
 REFUSE = re.compile(r"\b(no|don't|do not|never mind|cancel that|stop)\b", re.IGNORECASE)
 

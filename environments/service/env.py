@@ -6,10 +6,11 @@
 
 from __future__ import annotations
 
+import inspect
 import json
-from collections.abc import Iterable
 import random
 import zlib
+from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from envgym.environments.service.catalog import domain_class
@@ -91,6 +92,15 @@ class ServiceEnv(TextEnv):
         "step_cost_reward",
     )
     default_max_turns: ClassVar[int] = 40
+
+    @classmethod
+    def env_card(cls, kwargs: dict[str, Any] | None = None) -> str:
+        """The environment's card, then the card of the domain named in ``kwargs["domain"]``."""
+        card = inspect.getdoc(cls) or cls.__name__
+        name = (kwargs or {}).get("domain")
+        if not isinstance(name, str):
+            return card
+        return f"{card}\n\nDomain: {inspect.getdoc(domain_class(name)) or name}"
 
     def __init__(
         self,

@@ -8,7 +8,6 @@ gives are built from the same values the gold calls use, so a task cannot be mis
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Callable
 from typing import Any
@@ -17,7 +16,7 @@ from envgym.environments.service.core import Scenario, ServiceTask, ToolCall, Wo
 from envgym.environments.service.retail import cents, dollars, order_total
 from envgym.environments.service.user import CONFIRM, ScriptedUser
 
-__all__ = ["KINDS", "PRODUCT_TYPES", "RetailUser", "RetailWorld", "format_address", "make_task", "make_world"]
+__all__ = ["KINDS", "PRODUCT_TYPES", "RetailUser", "format_address", "make_task", "make_world"]
 
 #: Product types: name -> (base price, option name -> values). No name contains another, and
 #: no value holds a comma, a colon or a parenthesis (the user writes ``name (to key: value, ...)``).
@@ -152,14 +151,6 @@ def _digits(rng: random.Random, n: int) -> str:
     return f"{rng.randrange(10**n):0{n}d}"
 
 
-class RetailWorld(World):
-    """A retail world: its database is plain JSON, so a copy is a JSON round trip (several times
-    faster than ``deepcopy``, which the env, the user and the grader call a few times per episode)."""
-
-    def copy(self) -> RetailWorld:
-        return RetailWorld(json.loads(json.dumps(self.db)), json.loads(json.dumps(self.device)))
-
-
 def _address(rng: random.Random) -> dict[str, str]:
     city, state = rng.choice(CITIES)
     unit = rng.choice(("Apt", "Suite", "Unit"))
@@ -280,7 +271,7 @@ def make_world(rng: random.Random) -> World:
             orders[oid] = order
             user["orders"].append(oid)
         users[uid] = user
-    return RetailWorld({"users": users, "products": products, "orders": orders})
+    return World({"users": users, "products": products, "orders": orders})
 
 
 # --------------------------------------------------------------------------- task pieces

@@ -20,7 +20,6 @@ from envgym.environments.service.travel import (
     COMPENSATION,
     NOW,
     TODAY,
-    TravelWorld,
     booked_within_24h,
     free_bags,
     is_flown,
@@ -347,7 +346,7 @@ def make_world(rng: random.Random) -> World:
             res = _reservation(rng, user, flights, by_route, set(reservations))
             reservations[res["reservation_id"]] = res
             user["reservations"].append(res["reservation_id"])
-    return TravelWorld(
+    return World(
         {
             "airports": {a: AIRPORTS[a] for a in airports},
             "flights": flights,

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 from envgym.agents.solvers.service_travel import Solver, parse_policy, parse_request
-from envgym.environments.service.core import ToolCall, ToolError, grade
+from envgym.environments.service.core import ToolCall, ToolError, World, grade
 from envgym.environments.service.env import ServiceEnv
-from envgym.environments.service.travel import POLICY, TravelDomain, TravelWorld
+from envgym.environments.service.travel import POLICY, TravelDomain
 from envgym.environments.service.travel_data import KINDS
 from envgym.environments.service.user import STOP
 
@@ -69,7 +69,7 @@ def _res(rid: str, user: str, cabin: str, segments: list[tuple[str, str, str, st
     return out
 
 
-def world() -> TravelWorld:
+def world() -> World:
     """Ann (regular): AAA111 economy, booked long ago; BBB222 basic economy round trip booked this
     morning, insured, paid by gift card; CCC333 already flown. Bob (gold): DDD444 business on
     today's delayed flight."""
@@ -145,7 +145,7 @@ def world() -> TravelWorld:
         "CCC333": _res("CCC333", "ann_lee_1000", "economy", [("HAT001", "JFK", "LAX", "2024-05-14", 200)], 1),
         "DDD444": _res("DDD444", "bob_ray_2000", "business", [("HAT001", "JFK", "LAX", "2024-05-15", 500)], 2),
     }
-    return TravelWorld(
+    return World(
         {
             "airports": {"JFK": "New York", "LAX": "Los Angeles"},
             "flights": flights,
@@ -155,11 +155,11 @@ def world() -> TravelWorld:
     )
 
 
-def call(w: TravelWorld, name: str, **arguments: Any) -> Any:
+def call(w: World, name: str, **arguments: Any) -> Any:
     return DOMAIN.run(w, ToolCall(name, arguments))
 
 
-def broken(w: TravelWorld, name: str, **arguments: Any) -> list[str]:
+def broken(w: World, name: str, **arguments: Any) -> list[str]:
     """The policy rules a (successful) write breaks on ``w``."""
     before = w.copy()
     c = ToolCall(name, arguments)
