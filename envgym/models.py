@@ -48,9 +48,12 @@ __all__ = [
     "bundled_gguf_path",
     "cache_dir",
     "convert_gguf",
+    "adapter_names",
     "load_causal_lm",
     "load_tokenizer",
+    "resolve_adapter",
     "resolve_model",
+    "split_adapter",
     "tiny_causal_lm",
 ]
 
@@ -282,6 +285,58 @@ def convert_gguf(gguf_path: str | os.PathLike[str], target: str | os.PathLike[st
     return target
 
 
+# ----------------------------------------------------------------------------- LoRA adapters
+#: Trained LoRA adapters shipped in the package (``envgym/adapters/<name>/``: peft's
+#: ``adapter_config.json`` and ``adapter_model.safetensors``, plus ``envgym-adapter.json`` saying
+#: how it was trained). A model spec ``"smollm2+<name>"`` loads the base model with one merged in.
+ADAPTERS_DIR = Path(__file__).resolve().parent / "adapters"
+
+
+def adapter_names() -> list[str]:
+    """Names of the adapters shipped in the package."""
+    if not ADAPTERS_DIR.is_dir():
+        return []
+    return sorted(p.name for p in ADAPTERS_DIR.iterdir() if (p / "adapter_config.json").is_file())
+
+
+def split_adapter(spec: str | os.PathLike[str]) -> tuple[str, str | None]:
+    """Split ``"base+adapter"`` into its parts (``(spec, None)`` when there is no adapter).
+
+    An existing folder whose name holds a ``+`` is a plain model folder, not a pair."""
+    text = os.fspath(spec)
+    if "+" not in text or Path(text).expanduser().is_dir():
+        return text, None
+    base, adapter = text.split("+", 1)
+    if not base or not adapter:
+        raise ConfigError(f"expected a model spec 'BASE+ADAPTER' (e.g. 'smollm2+frozenlake-local'), got {text!r}.")
+    return base, adapter
+
+
+def resolve_adapter(name: str | os.PathLike[str]) -> Path:
+    """The folder of a LoRA adapter: a shipped adapter's name (:func:`adapter_names`), a peft
+    adapter folder, or a trainer checkpoint folder (its ``adapter/`` subfolder)."""
+    text = os.fspath(name)
+    if (ADAPTERS_DIR / text / "adapter_config.json").is_file():
+        return ADAPTERS_DIR / text
+    path = Path(text).expanduser()
+    for folder in (path, path / "adapter"):
+        if (folder / "adapter_config.json").is_file():
+            return folder
+    shipped = adapter_names()
+    raise ConfigError(
+        f"no LoRA adapter {text!r}: expected a shipped adapter ({', '.join(map(repr, shipped)) or 'none'}), a peft "
+        f"adapter folder (adapter_config.json) or a trainer checkpoint holding adapter/.{suggest(text, shipped)}"
+    )
+
+
+def _merge_adapter(model: Any, adapter: str) -> Any:
+    folder = resolve_adapter(adapter)
+    peft = optional("peft", extra="train", purpose=f"loading the LoRA adapter {adapter!r}")
+    with _quiet_transformers():
+        merged = peft.PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
+    return merged
+
+
 # ----------------------------------------------------------------------------- resolve and load
 def resolve_model(spec: str | os.PathLike[str], *, cache: str | os.PathLike[str] | None = None) -> Path:
     """Turn a model spec into a local transformers folder, converting the bundled model if needed.
@@ -318,7 +373,7 @@ def resolve_model(spec: str | os.PathLike[str], *, cache: str | os.PathLike[str]
 def load_tokenizer(spec: str | os.PathLike[str], *, cache: str | os.PathLike[str] | None = None) -> Any:
     """Load the tokenizer of model ``spec`` (see :func:`resolve_model`), left padding, pad token set."""
     _, transformers = _import_llm_stack("loading a tokenizer")
-    folder = resolve_model(spec, cache=cache)
+    folder = resolve_model(split_adapter(spec)[0], cache=cache)
     with _offline():
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     return _prepare_tokenizer(tokenizer)
@@ -355,7 +410,8 @@ def load_causal_lm(
     """Load a causal LM and its tokenizer, ready for generation.
 
     Args:
-        spec: model alias or local folder (see :func:`resolve_model`).
+        spec: model alias or local folder (see :func:`resolve_model`), optionally with a LoRA adapter
+            merged in: ``"smollm2+<adapter>"`` (see :func:`resolve_adapter`).
         device: ``"cuda"``, ``"cpu"``, a :class:`torch.device`...; ``None``: CUDA when available.
         dtype: a :class:`torch.dtype` or its name; ``None``: bfloat16 on CUDA, float32 on CPU.
         cache: the cache root to use instead of :func:`cache_dir`.
@@ -366,10 +422,15 @@ def load_causal_lm(
     """
     torch, transformers = _import_llm_stack("loading a language model")
     device, dtype = _resolve_device_dtype(torch, device, dtype)
-    folder = resolve_model(spec, cache=cache)
+    base, adapter = split_adapter(spec)
+    folder = resolve_model(base, cache=cache)
+    if adapter is not None:
+        resolve_adapter(adapter)  # a clear error before the weights load
     with _offline(), _quiet_transformers():
         tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
         model = transformers.AutoModelForCausalLM.from_pretrained(folder, dtype=dtype)
+    if adapter is not None:
+        model = _merge_adapter(model, adapter)
     model.to(device)
     model.eval()
     return model, _prepare_tokenizer(tokenizer)

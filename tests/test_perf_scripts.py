@@ -208,10 +208,10 @@ def test_smollm2_script_quick() -> None:
         assert row["tokens_per_s"] == pytest.approx(row["completion_tokens"] / row["seconds"])
 
 
-# ---------------------------------------------------------------- learn_frozenlake.py
-def test_learn_frozenlake_intervals() -> None:
+# ---------------------------------------------------------------- learn.py
+def test_learn_intervals_and_verdict() -> None:
     """The interval helpers of the learning figure (the training itself takes 30 minutes)."""
-    learn = load_script("learn_frozenlake.py")
+    learn = load_script("learn.py")
     low, high = learn.wilson(0, 100)
     assert low == 0.0 and abs(high - 0.0370) < 1e-3  # the rule-of-three neighbourhood, not [0, 0]
     low, high = learn.wilson(50, 100)
@@ -220,6 +220,26 @@ def test_learn_frozenlake_intervals() -> None:
     mixed = [(5, 5)] * 20 + [(0, 5)] * 20
     low, high = learn.valid_rate_ci(mixed)
     assert 0.3 < low < 0.5 < high < 0.7
+    trained = {"success_ci95": learn.wilson(120, 200)}
+    assert learn.above(trained, {"success_ci95": learn.wilson(40, 200)})
+    assert not learn.above(trained, {"success_ci95": learn.wilson(105, 200)})  # overlapping intervals
+
+
+def test_learn_presets_build_valid_configs(tmp_path: Path) -> None:
+    """Every preset's recipe is a valid trainer config and its env makes (no training here)."""
+    import argparse
+
+    import gymnasium as gym
+
+    learn = load_script("learn.py")
+    for name, preset in learn.PRESETS.items():
+        args = argparse.Namespace(lr=None, updates=3, seed=0, out=tmp_path / name)
+        config = learn.train_config(args, preset)
+        assert config.env_id == preset["env_id"] and config.max_turns == preset["max_turns"]
+        env = gym.make(preset["env_id"], **preset["env_kwargs"], split="test")
+        obs, info = env.reset(seed=0)
+        assert info["task"]["split"] == "test" and isinstance(obs, str)
+        env.close()
 
 
 # ---------------------------------------------------------------- agent_calls.py and batching.py
@@ -339,3 +359,25 @@ def test_service_script_tiny() -> None:
         assert oracle["tasks"] == 4 and oracle["trials"] == 2
         assert oracle["pass^1"] == oracle["success_rate"] == 1.0 and oracle["pass^2"] == 1.0
         assert rand["pass^2"] <= rand["pass^1"] < oracle["pass^1"]
+
+
+# ---------------------------------------------------------------- trainer_vs_trl_gpu.py
+def test_trainer_vs_trl_gpu_dry_run_and_missing_setup() -> None:
+    """No GPU here: the dry run checks the job without one; a real run stops with what is missing."""
+    proc = run_script("trainer_vs_trl_gpu.py", "--dry-run", "--json", "--prompts", "2", "--steps", "1")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["dry_run"] and report["job_ok"]
+    checks = report["checks"]
+    assert checks["envgym_config"] == {"generation_backend": "vllm", "device": "cuda"}
+    assert {"use_vllm", "vllm_mode", "num_generations"} <= set(checks["trl_arguments"])
+    assert checks["prompts"] == 2 * (2 + 1)  # prompts x (warm-up + timed) updates
+    assert isinstance(checks["reward_of_a_valid_looking_reply"], float)
+    missing = set(report["missing"])
+    has = {name: importlib.util.find_spec(name) is not None for name in ("vllm", "trl", "datasets")}
+    assert {name for name, found in has.items() if not found} <= missing
+    assert report["ready"] is (not missing)
+    if missing:
+        run = run_script("trainer_vs_trl_gpu.py", "--steps", "1")
+        assert run.returncode == 1
+        assert "cannot run: missing" in run.stderr and "--dry-run" in run.stderr

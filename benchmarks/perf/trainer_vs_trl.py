@@ -162,7 +162,7 @@ def _progress(message: str) -> None:
 # ------------------------------------------------------------------------------------ the task
 def first_task_seed(settings: Settings) -> int:
     """The task seed of envgym's first update (its trainer starts at ``seed * TRAIN_SEED_STRIDE``)."""
-    from envgym.trainer.loop import TRAIN_SEED_STRIDE
+    from envgym.trainer.state import TRAIN_SEED_STRIDE
 
     return settings.seed * TRAIN_SEED_STRIDE
 

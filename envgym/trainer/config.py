@@ -59,6 +59,8 @@ __all__ = [
 ALGOS: tuple[str, ...] = algorithm_names()
 #: How reward components become the advantage: their sum, or each normalised on its own (GDPO).
 REWARD_NORMS: tuple[str, ...] = ("sum", "gdpo")
+#: What the trainer does about a collapsed policy (see envgym.trainer.collapse).
+COLLAPSE_ACTIONS: tuple[str, ...] = ("stop", "warn", "off")
 #: Loss aggregation modes understood by :func:`envgym.trainer.losses.aggregate`.
 AGGREGATIONS: tuple[str, ...] = (
     "token-mean",
@@ -84,6 +86,9 @@ RESUMABLE_CHANGES: frozenset[str] = frozenset(
         "rollout_backend",
         "rollout_workers",
         "profile",
+        "generation_backend",  # where rollouts are generated, not what is learned
+        "collapse",
+        "collapse_patience",
     }
 )
 #: The value of a setting sized by the device profile (:meth:`TrainConfig.resolve`).
@@ -117,7 +122,7 @@ PROFILES: dict[str, dict[str, Any]] = {
 AUTO_FIELDS: tuple[str, ...] = tuple(PROFILES["cpu"])
 PROFILE_NAMES: tuple[str, ...] = (AUTO, *PROFILES)
 #: Keys a ``lora`` mapping may hold.
-LORA_KEYS: tuple[str, ...] = ("r", "alpha", "dropout", "target_modules")
+LORA_KEYS: tuple[str, ...] = ("r", "alpha", "dropout", "target_modules", "top_layers")
 #: Keys a ``difficulty`` mapping may hold.
 DIFFICULTY_KEYS: tuple[str, ...] = ("kwarg", "levels", "target", "window", "min_episodes")
 
@@ -245,6 +250,14 @@ class TrainConfig:
         ),
     )
     max_refill_rounds: int = field(default=3, metadata=_help("Dynamic sampling: most extra rollout rounds per update."))
+    collapse: str = field(
+        default="warn",
+        metadata=_help(
+            "What to do when the policy collapses (collapse_patience updates in a row with no reward variance in "
+            "90 percent of the groups and one reply in 90 percent of the turns): stop (checkpoint and end the run), warn, or off."
+        ),
+    )
+    collapse_patience: int = field(default=5, metadata=_help("Collapsed updates in a row that make a collapse."))
     # -- episodes and curriculum --------------------------------------------------------------
     max_turns: int | str | None = field(
         default=AUTO,
@@ -310,6 +323,14 @@ class TrainConfig:
     )
     max_new_tokens: int | str = field(default=AUTO, metadata=_auto_help("max_new_tokens", "Most tokens per reply."))
     generation_batch_size: int = field(default=32, metadata=_help("Most episodes per generation forward pass."))
+    generation_backend: str = field(
+        default="hf",
+        metadata=_help(
+            "What generates the rollouts: hf (the live model in this process, through the hf agent) or vllm (a vLLM "
+            "engine on the GPU beside the trained model, its weights synced after every update; needs a CUDA GPU and "
+            "pip install 'envgym[vllm]')."
+        ),
+    )
     num_envs: int | None = field(
         default=None, metadata=_help("Environments played at once; None: every episode of a rollout round.")
     )
@@ -328,7 +349,8 @@ class TrainConfig:
         default=None,
         metadata=_help(
             "None trains every weight; {r, alpha, dropout, target_modules} trains LoRA adapters (needs peft). "
-            "Defaults: r=8, alpha=16, dropout=0.0, target_modules='all-linear'."
+            "Defaults: r=8, alpha=16, dropout=0.0, target_modules='all-linear'; top_layers=N puts adapters on the "
+            "last N transformer layers only (the backward pass then stops there: faster on a CPU)."
         ),
     )
     gradient_checkpointing: bool = field(
@@ -375,6 +397,8 @@ class TrainConfig:
             raise ConfigError(f"model must be 'smollm2', 'tiny' or a local model folder, got {self.model!r}.")
         get_algorithm(self.algo)  # an unknown name is the first error
         _choice("reward_norm", self.reward_norm, REWARD_NORMS)
+        _choice("collapse", self.collapse, COLLAPSE_ACTIONS)
+        _int("collapse_patience", self.collapse_patience, minimum=1)
         _choice("profile", self.profile, PROFILE_NAMES)
         for name in (
             "group_size",
@@ -408,6 +432,7 @@ class TrainConfig:
                 f"task_pool ({self.task_pool}) must hold at least groups_per_update ({sized.groups_per_update}) tasks: "
                 "the groups of an update play distinct tasks. Raise task_pool or lower groups_per_update."
             )
+        _choice("generation_backend", self.generation_backend, ("hf", "vllm"))
         _choice("rollout_backend", self.rollout_backend, ROLLOUT_BACKENDS)
         if self.rollout_backend == "inproc" and self.rollout_workers != 1:
             raise ConfigError(
@@ -804,6 +829,9 @@ def _check_lora(lora: Any) -> dict[str, Any] | None:
             f"lora.target_modules must be 'all-linear' or a list of module names such as ['q_proj', 'v_proj'], "
             f"got {targets!r}."
         )
+    top = out.get("top_layers")
+    if top is not None:
+        _int("lora.top_layers", top, minimum=1)
     return out
 
 

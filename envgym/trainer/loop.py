@@ -75,11 +75,13 @@ from envgym.errors import ConfigError, EnvgymError, StopRun
 from envgym.registration import make, make_parallel, spec
 from envgym.rollout.records import Trajectory
 from envgym.trainer import policy as trainer_policy  # load_policy looked up at call time (tests replace it)
+from envgym.trainer import vllm_generation  # looked up at call time (tests replace VLLMGeneration)
 from envgym.trainer.algorithms import Algorithm, get_algorithm
 from envgym.trainer.batch import Collected, TrainBatch, collect
 from envgym.trainer.checkpoint import CHECKPOINTS_DIR, save_checkpoint
 from envgym.trainer.config import TrainConfig, recorded_config
 from envgym.trainer.distributed import Distributed
+from envgym.trainer.collapse import CollapseMonitor, diversity_metrics
 from envgym.trainer.metrics import MetricsLog, episode_metrics, read_metrics
 from envgym.trainer.report import write_report
 from envgym.trainer.rollout import draw_task_seeds, flat_groups, light, play_evaluation, play_rollout, rollout_folder
@@ -105,6 +107,7 @@ class TrainResult:
         report: ``report.md`` (``None`` when it could not be written, and on ranks other than 0).
         stopped: whether :meth:`Trainer.request_stop` ended the session before ``updates``.
         abandoned: the update whose rollouts a stop request abandoned (played again on resume).
+        collapsed: why the collapse monitor ended the run (``collapse="stop"``), else ``None``.
     """
 
     out: Path
@@ -115,6 +118,7 @@ class TrainResult:
     report: Path | None = None
     stopped: bool = False
     abandoned: int | None = None
+    collapsed: str | None = None
 
 
 class _Abandoned(Exception):
@@ -297,7 +301,10 @@ class Trainer:
             device = self.policy.device
             self.policy.wrap_data_parallel([device.index] if device.type == "cuda" else None)
         self.optimizer = torch.optim.AdamW(self.policy.trainable_parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-        self.generation = self.policy.generation()
+        if cfg.generation_backend == "vllm":
+            self.generation = vllm_generation.VLLMGeneration(self.policy, cfg)
+        else:
+            self.generation = self.policy.generation()
         self.updater = PolicyUpdate(cfg, self.algorithm, self.policy, self.optimizer, self.dist)
 
     # ------------------------------------------------------------------------------ run
@@ -342,6 +349,8 @@ class Trainer:
             result.rows.append(row)
             self._emit(row)
 
+        monitor = CollapseMonitor(patience=cfg.collapse_patience)
+        warned: str | None = None
         try:
             if start == 0 and cfg.eval_every:
                 write(0, self._evaluate(0))
@@ -361,8 +370,16 @@ class Trainer:
                     break
                 if cfg.eval_every and (update % cfg.eval_every == 0 or update == cfg.updates):
                     metrics.update(self._evaluate(update))
+                verdict = monitor.observe(metrics) if cfg.collapse != "off" else None
                 write(update, metrics)
                 result.final_update = update
+                if verdict is not None and verdict != warned:
+                    self._event(f"update {update}: {verdict}")
+                    log.warning("update %d: %s", update, verdict)
+                    warned = verdict
+                    if cfg.collapse == "stop":
+                        result.stopped, result.collapsed = True, verdict
+                        break
                 if (cfg.checkpoint_every and update % cfg.checkpoint_every == 0) or update == cfg.updates:
                     result.checkpoint = self._save(update)
                     saved_at = update
@@ -373,7 +390,9 @@ class Trainer:
         finally:
             if metrics_log is not None:
                 metrics_log.close()
-        if result.stopped:
+        if result.collapsed:
+            self._event(f"ended after update {result.final_update} by the collapse monitor (collapse='stop')")
+        elif result.stopped:
             self._event(f"stopped after update {result.final_update}; run again with the same settings to resume")
         if dist.is_main and (result.final_update >= cfg.updates or result.stopped):
             result.report = self._report()
@@ -526,6 +545,7 @@ class Trainer:
         rollout_s = dist.max([time.perf_counter() - t0])[0]
         everyone = [t for part in dist.gather([light(t) for t in played]) for t in part] if dist.active else played
         metrics.update(episode_metrics(everyone))
+        metrics.update(diversity_metrics(everyone))
         generated = sum(t.completion_tokens for t in everyone)
         metrics["dynamic/rounds"] = rounds
         if cfg.dynamic_sampling:

@@ -360,11 +360,30 @@ class HFGeneration:
 def _apply_lora(model: Any, config: TrainConfig) -> Any:
     peft = optional("peft", purpose="LoRA training (lora=...)")
     lora = dict(config.lora or {})
+    layers = None
+    targets = lora["target_modules"]
+    top = lora.get("top_layers")
+    if top is not None:
+        total = int(model.config.num_hidden_layers)
+        if top > total:
+            raise ConfigError(f"lora.top_layers={top} but {config.model!r} has {total} layers.")
+        layers = list(range(total - top, total))
+        if isinstance(targets, str):  # peft takes a layer subset with module names only
+            import torch
+
+            targets = sorted(
+                {
+                    name.rsplit(".", 1)[-1]
+                    for name, module in model.named_modules()
+                    if isinstance(module, torch.nn.Linear) and "lm_head" not in name
+                }
+            )
     lora_config = peft.LoraConfig(
         r=int(lora["r"]),
         lora_alpha=float(lora["alpha"]),
         lora_dropout=float(lora["dropout"]),
-        target_modules=lora["target_modules"],
+        target_modules=targets,
+        layers_to_transform=layers,
         bias="none",
         task_type="CAUSAL_LM",
     )

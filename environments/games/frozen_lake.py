@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import ConfigError, InvalidKwargsError, check_choice
 
-__all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "FrozenLakeEnv", "distances_to", "in_split", "parse_lake"]
+__all__ = ["ACTIONS", "DIFFICULTIES", "LEGEND", "VIEWS", "FrozenLakeEnv", "distances_to", "in_split", "local_view", "parse_lake"]
 
 #: Difficulty presets: (side of the square map, fraction of the cells that are holes).
 DIFFICULTIES: dict[str, tuple[int, float]] = {"easy": (4, 0.15), "medium": (6, 0.2), "hard": (8, 0.25)}
@@ -68,6 +68,38 @@ _SLIPPERY = (
     "you slide in one of the two perpendicular directions (one time in three each)."
 )
 _FIRM = " The ice is not slippery: you always move in the direction you chose."
+#: Observation views: the whole map, or the player's surroundings and the goal's direction.
+VIEWS: tuple[str, ...] = ("grid", "local")
+_LOCAL_INTRO = (
+    "Walk across a frozen lake to the goal without falling into a hole. Each turn you are told how far "
+    "the goal is and what lies one step up, down, left and right of you. Answer up, down, left or right."
+)
+
+
+def local_view(player: int, goal: int, holes: bytes | bytearray, size: int) -> str:
+    """What the player knows in the ``local`` view: the goal's offset and the four neighbours.
+
+    >>> print(local_view(0, 5, bytes([0, 1, 0, 0, 0, 0, 0, 0, 0]), 3))
+    Goal: 1 down, 2 right.
+    up: edge, down: ice, left: edge, right: hole.
+    """
+    (pr, pc), (gr, gc) = divmod(player, size), divmod(goal, size)
+    parts = []
+    if gr != pr:
+        parts.append(f"{abs(gr - pr)} {'down' if gr > pr else 'up'}")
+    if gc != pc:
+        parts.append(f"{abs(gc - pc)} {'right' if gc > pc else 'left'}")
+    where = ", ".join(parts) if parts else "here"
+    around = []
+    for name, (dr, dc) in zip(ACTIONS, ((-1, 0), (1, 0), (0, -1), (0, 1)), strict=True):
+        r, c = pr + dr, pc + dc
+        if not (0 <= r < size and 0 <= c < size):
+            what = "edge"
+        else:
+            cell = r * size + c
+            what = "goal" if cell == goal else "hole" if holes[cell] else "ice"
+        around.append(f"{name}: {what}")
+    return f"Goal: {where}.\n{', '.join(around)}."
 
 
 def _neighbours(size: int) -> list[tuple[int, ...]]:
@@ -146,6 +178,10 @@ class FrozenLakeEnv(TextEnv):
     * ``hole_fraction``: fraction of the cells other than start and goal that are holes, 0 to 0.5
       (overrides the preset).
     * ``slippery``: stochastic moves as in Gymnasium's FrozenLake (default ``False``).
+    * ``view``: ``"grid"`` (default) shows the whole map; ``"local"`` shows, instead of the map,
+      the goal's offset and what lies one step in each direction (``Goal: 2 down, 1 right.`` /
+      ``up: ice, down: hole, left: edge, right: ice.``): a short prompt for small models, on the
+      same maps and with the same dynamics and rewards.
     * the common :class:`~envgym.core.TextEnv` arguments (``max_turns``, ``invalid_penalty``,
       ``step_cost``, ``reward``, ``split``, ...).
 
@@ -171,9 +207,11 @@ class FrozenLakeEnv(TextEnv):
         size: int | None = None,
         hole_fraction: float | None = None,
         slippery: bool = False,
+        view: str = "grid",
         **kwargs: Any,
     ) -> None:
         check_choice("difficulty", difficulty, DIFFICULTIES)
+        check_choice("view", view, VIEWS)
         preset_size, preset_fraction = DIFFICULTIES[difficulty]
         lo, hi = SIZE_RANGE
         if size is not None and (not isinstance(size, int) or isinstance(size, bool) or not lo <= size <= hi):
@@ -192,12 +230,15 @@ class FrozenLakeEnv(TextEnv):
         self.size = preset_size if size is None else size
         self.hole_fraction = float(preset_fraction if hole_fraction is None else hole_fraction)
         self.slippery = slippery
+        self.view = view
         if (self.size, self.hole_fraction) == (preset_size, preset_fraction):
             label = difficulty
         else:
             label = f"size={self.size},hole_fraction={self.hole_fraction:g}"
         self._label = f"{label},slippery" if slippery else label
         self._intro_text = _INTRO.format(ice=_SLIPPERY if slippery else _FIRM)
+        if view == "local":
+            self._intro_text = _LOCAL_INTRO
         self._size = self.size
         n = self.size * self.size
         self._holes = bytearray(n)
@@ -249,7 +290,16 @@ class FrozenLakeEnv(TextEnv):
         return self._intro_text
 
     def _observe(self) -> str:
-        return "".join(self._cells)
+        return self._render()
+
+    def _render(self) -> str:
+        """The map (``view="grid"``) or what is around the player and where the goal lies
+        (``view="local"``)."""
+        if self.view == "grid":
+            return "".join(self._cells)
+        if self._fallen:
+            return "You are in a hole."
+        return local_view(self._player, self._goal, self._holes, self._size)
 
     def _parse(self, text: str) -> int:
         key = text.lower().strip(_STRIP).replace(" ", "")
@@ -286,25 +336,23 @@ class FrozenLakeEnv(TextEnv):
         else:
             line = f"You slipped: you tried to move {ACTIONS[action]} but slid {ACTIONS[moved]} against the edge of the lake."
         if to == p:
-            return Transition(f"{line}\n\n{''.join(self._cells)}", _NO_REWARD)
+            return Transition(f"{line}\n\n{self._render()}", _NO_REWARD)
         cells, seps = self._cells, self._seps
         cells[p] = FROZEN + seps[p]
         self._player = to
         if self._holes[to]:
             self._fallen = True
             cells[to] = FALLEN + seps[to]
-            return Transition(
-                f"{line} You fell into a hole: game over.\n\n{''.join(cells)}", _NO_REWARD, terminated=True
-            )
+            return Transition(f"{line} You fell into a hole: game over.\n\n{self._render()}", _NO_REWARD, terminated=True)
         cells[to] = PLAYER + seps[to]
         if to == self._goal:
             return Transition(
-                f"{line} You reached the goal!\n\n{''.join(cells)}",
+                f"{line} You reached the goal!\n\n{self._render()}",
                 {"success_reward": 1.0},
                 terminated=True,
                 success=True,
             )
-        return Transition(f"{line}\n\n{''.join(cells)}", _NO_REWARD)
+        return Transition(f"{line}\n\n{self._render()}", _NO_REWARD)
 
     def admissible_actions(self) -> list[str]:
         return list(ACTIONS)

@@ -259,3 +259,37 @@ def test_train_and_test_splits_never_share_a_map() -> None:
     # easy 4x4 maps are few: before the partition ~40% of test maps were train maps
     train, test = maps("train", range(2000)), maps("test", range(300))
     assert len(test) > 150 and not train & test
+
+
+# ---------------------------------------------------------------- the local view
+def test_local_view_describes_the_neighbours_and_the_goal() -> None:
+    from envgym.environments.games.frozen_lake import local_view
+
+    # 3x3: player top-left, hole right of it, goal bottom-right
+    holes = bytes([0, 1, 0, 0, 0, 0, 0, 0, 0])
+    assert local_view(0, 8, holes, 3) == "Goal: 2 down, 2 right.\nup: edge, down: ice, left: edge, right: hole."
+    assert local_view(5, 8, holes, 3) == "Goal: 1 down.\nup: ice, down: goal, left: ice, right: edge."
+
+
+def test_local_view_plays_the_same_maps_as_the_grid_view() -> None:
+    grid = FrozenLakeEnv(difficulty="easy")
+    local = FrozenLakeEnv(difficulty="easy", view="local")
+    for seed in range(20):
+        g_obs, g_info = grid.reset(seed=seed)
+        l_obs, l_info = local.reset(seed=seed)
+        assert g_info["task"] == l_info["task"]  # same map, same id
+        assert l_obs.splitlines()[-2].startswith("Goal: ") and " P " not in l_obs
+        for action in ("down", "right", "up", "left", "down"):
+            g = grid.step(action)
+            l_ = local.step(action)
+            assert g[1:4] == l_[1:4]  # same rewards and endings
+            assert g[0].splitlines()[0] == l_[0].splitlines()[0]  # same "You moved ..." line
+            if g[2] or g[3]:
+                break
+    with pytest.raises(InvalidKwargsError, match="view"):
+        FrozenLakeEnv(view="map")
+
+
+def test_local_view_passes_the_contract_checker() -> None:
+    report = check_env("envgym/FrozenLake-v0", make_kwargs={"view": "local"})
+    assert "seeded_determinism" in report.checks

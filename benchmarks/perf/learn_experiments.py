@@ -1,0 +1,167 @@
+"""What makes the bundled 135M model learn on a CPU? Short training runs that differ in one setting each.
+
+Each experiment trains ``smollm2`` with ``envgym.trainer`` for ``--minutes`` of wall time from
+the same start and records its training curve: success and valid-action rates of the first and
+last updates' rollouts (train split, sampled at T = 1), the share of turns given the most common
+reply (a collapsed policy answers one word everywhere), the share of groups with no reward
+variance (no gradient), and seconds per update. The held-out evaluation of the recipe these runs
+pick is ``learn.py``'s job; these are the screening runs behind it.
+
+Results go to ``results/learn_experiments.json`` (merged: a run replaces only its own row), and
+the table is printed::
+
+    python benchmarks/perf/learn_experiments.py --minutes 10                   # every experiment
+    python benchmarks/perf/learn_experiments.py --only local-grpo-shaped grid-grpo --minutes 10
+    python benchmarks/perf/learn_experiments.py --table                       # print the recorded table
+
+Figures depend on the machine's load: the JSON records the load average next to each row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+RESULTS = HERE / "results" / "learn_experiments.json"
+
+SYSTEM = "You are playing a grid game. Reply with a single word: up, down, left or right."
+LORA = {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8}
+SHAPING = [{"progress_shaping": {"gamma": 1.0, "scale": 1.0}}]
+#: The common start: FrozenLake easy, the local view, GRPO with LoRA on the top 8 layers.
+BASE: dict[str, Any] = {
+    "env_id": "envgym/FrozenLake-v0",
+    "env_kwargs": {"difficulty": "easy", "view": "local"},
+    "algo": "grpo",
+    "group_size": 8,
+    "groups_per_update": 2,
+    "lr": 3e-4,
+    "max_turns": 6,
+    "max_new_tokens": 2,
+    "temperature": 1.0,
+    "lora": LORA,
+    "reward_wrappers": SHAPING,
+}
+#: name -> (what it tests, the settings that differ from BASE).
+EXPERIMENTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "local-grpo-shaped": ("the recipe: local view, progress shaping, LoRA top 8, lr 3e-4", {}),
+    "local-grpo-sparse": ("no shaping: success reward only", {"reward_wrappers": None}),
+    "grid-grpo-shaped": ("the map view instead of the local view", {"env_kwargs": {"difficulty": "easy"}}),
+    "local-gigpo-shaped": ("GiGPO step groups instead of GRPO", {"algo": "gigpo"}),
+    "local-grpo-lr1e-4": ("a lower learning rate", {"lr": 1e-4}),
+    "local-grpo-lr1e-3": ("a higher learning rate", {"lr": 1e-3}),
+    "local-grpo-g4": ("groups of 4, 4 groups per update", {"group_size": 4, "groups_per_update": 4}),
+    "local-grpo-t07": ("sampling temperature 0.7", {"temperature": 0.7}),
+    "local-grpo-entropy": ("an entropy bonus of 0.01", {"entropy_coef": 0.01}),
+    "local-grpo-full": ("full fine-tuning (lr 1e-5) instead of LoRA", {"lora": None, "lr": 1e-5}),
+}
+
+
+def run(name: str, minutes: float, out: Path, seed: int) -> dict[str, Any]:
+    from envgym.rollout.prompting import PromptConfig
+    from envgym.trainer import TrainConfig, Trainer
+
+    what, changes = EXPERIMENTS[name]
+    settings = {**BASE, **changes}
+    config = TrainConfig(
+        model="smollm2",
+        updates=1000,
+        micro_batch_size=16,
+        eval_every=0,
+        checkpoint_every=0,
+        device="cpu",
+        dtype="float32",
+        seed=seed,
+        collapse="warn",
+        prompt=PromptConfig(
+            system_prompt=SYSTEM, action_tags=(), history="none", show_admissible=False, format_feedback=False
+        ),
+        out=str(out / name),
+        **settings,
+    )
+    rows: list[dict[str, Any]] = []
+    t0 = time.perf_counter()
+    trainer: Any = None
+
+    def on_update(row: dict[str, Any]) -> None:
+        rows.append(row)
+        print(
+            f"{name} update {row['update']:3d} {(time.perf_counter() - t0) / 60:5.1f} min  "
+            f"success {row.get('episode/success_rate', math.nan):.2f}  valid {row.get('episode/valid_action_rate', math.nan):.2f}  "
+            f"top {row.get('policy/top_reply_share', math.nan):.2f}  flat {row.get('groups/zero_variance_share', math.nan):.2f}",
+            flush=True,
+        )
+        if time.perf_counter() - t0 >= minutes * 60:
+            trainer.request_stop()
+
+    trainer = Trainer(config, on_update=on_update)
+    trainer.train()
+
+    def mean(key: str, part: list[dict[str, Any]]) -> float:
+        values = [r[key] for r in part if key in r]
+        return round(sum(values) / len(values), 3) if values else math.nan
+
+    k = max(1, min(5, len(rows) // 3))
+    first, last = rows[:k], rows[-k:]
+    return {
+        "what": what,
+        "changes": changes,
+        "minutes": round((time.perf_counter() - t0) / 60, 1),
+        "updates": len(rows),
+        "window": k,
+        "success_first": mean("episode/success_rate", first),
+        "success_last": mean("episode/success_rate", last),
+        "valid_first": mean("episode/valid_action_rate", first),
+        "valid_last": mean("episode/valid_action_rate", last),
+        "top_reply_last": mean("policy/top_reply_share", last),
+        "flat_groups_last": mean("groups/zero_variance_share", last),
+        "s_per_update": round((time.perf_counter() - t0) / max(1, len(rows)), 1),
+        "load_avg": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "seed": seed,
+    }
+
+
+def table(results: dict[str, Any]) -> str:
+    head = "| experiment | what | updates | success first -> last | valid first -> last | top reply | flat groups | s/update |"
+    lines = [head, "|" + "---|" * 8]
+    for name, r in results.items():
+        lines.append(
+            f"| {name} | {r['what']} | {r['updates']} | {r['success_first']:.2f} -> {r['success_last']:.2f} | "
+            f"{r['valid_first']:.2f} -> {r['valid_last']:.2f} | {r['top_reply_last']:.2f} | {r['flat_groups_last']:.2f} | "
+            f"{r['s_per_update']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", choices=sorted(EXPERIMENTS), help="experiments to run (default: all)")
+    parser.add_argument("--minutes", type=float, default=10.0, help="training wall time per experiment")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=Path("runs/learn-experiments"))
+    parser.add_argument("--table", action="store_true", help="print the recorded table and exit")
+    args = parser.parse_args()
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if not args.table:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        for name in args.only or list(EXPERIMENTS):
+            out = args.out / f"seed{args.seed}"
+            if (out / name).exists():
+                import shutil
+
+                shutil.rmtree(out / name)  # a screening run starts from scratch
+            results[name] = run(name, args.minutes, out, args.seed)
+            RESULTS.parent.mkdir(exist_ok=True)
+            RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    print(table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
