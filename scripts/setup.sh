@@ -44,12 +44,51 @@ quiet_pip install --quiet "${PIN[@]}" -e ".[${EXTRAS}]"
 # downloads a browser here). Installed when the tests are (extra `test`) and it is missing.
 case ",${EXTRAS}," in
   *,test,*)
-    if [ ! -x /usr/bin/chromium ] && command -v apt-get >/dev/null; then
+    # chromium-driver: only the GUI perf comparison (benchmarks/perf/gui.py) drives Chromium through Selenium.
+    if { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; } && command -v apt-get >/dev/null; then
       SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-      echo "installing Debian's chromium for the browser tests" >&2
+      echo "installing Debian's chromium (and chromium-driver) for the browser tests" >&2
       $SUDO apt-get update -qq >/dev/null && \
-        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null || \
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null || \
         echo "could not install chromium: the browser tests will be skipped" >&2
+    fi
+    ;;
+esac
+# SWE sandboxes (envgym.sandbox, environments/swe): Debian's bubblewrap (the embedded sandbox);
+# /usr/bin/python3 with Debian's pytest and pytest-timeout (the interpreter inside both sandboxes);
+# debootstrap and docker.io (the Docker sandbox's images, built locally: no registry). When no
+# engine answers, dockerd is started here as root in the background (log:
+# /var/log/envgym-dockerd.log). Then the pinned library sources are fetched (the SWE tasks' only
+# network use) and the images built. Every step is skipped when already done.
+case ",${EXTRAS}," in
+  *,test,*|*,swe,*|*,all,*)
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    missing=()
+    command -v bwrap >/dev/null || missing+=(bubblewrap)
+    [ -x /usr/bin/python3 ] || missing+=(python3)
+    /usr/bin/python3 -c "import pytest" 2>/dev/null || missing+=(python3-pytest)
+    /usr/bin/python3 -c "import pytest_timeout" 2>/dev/null || missing+=(python3-pytest-timeout)
+    command -v debootstrap >/dev/null || missing+=(debootstrap)
+    command -v dockerd >/dev/null || missing+=(docker.io)
+    if [ ${#missing[@]} -gt 0 ] && command -v apt-get >/dev/null; then
+      echo "installing Debian packages for the SWE sandboxes: ${missing[*]}" >&2
+      $SUDO apt-get update -qq >/dev/null && \
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null || \
+        echo "could not install ${missing[*]}: the SWE sandbox tests that need them will be skipped" >&2
+    fi
+    .venv/bin/python -m envgym.environments.swe.libraries fetch || \
+      echo "could not fetch the SWE libraries: the SWE tasks will be unavailable" >&2
+    if command -v dockerd >/dev/null && ! docker info >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+      echo "starting dockerd (log: /var/log/envgym-dockerd.log)" >&2
+      # its own session: a signal to the process group that ran this script does not reach it
+      setsid nohup dockerd >/var/log/envgym-dockerd.log 2>&1 </dev/null &
+      for _ in $(seq 1 30); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    fi
+    if docker info >/dev/null 2>&1; then
+      .venv/bin/python -m envgym.environments.swe.images build || \
+        echo "could not build the SWE images: the Docker sandbox tests will be skipped" >&2
+    else
+      echo "no Docker engine answers: the Docker sandbox tests will be skipped" >&2
     fi
     ;;
 esac

@@ -18,9 +18,11 @@ LAYERS: dict[str, int] = {
     "envgym.errors": 0,
     "envgym.progress": 0,  # the live progress line: a leaf that runner, bench, trainer and CLI all feed
     "envgym.spaces": 1,
+    "envgym.sandbox": 1,  # SWE sandboxes: errors + stdlib (docker SDK lazily); under rewards' UnitTests
     "envgym.rubric": 1,
     "envgym.core": 2,
     "envgym.rewards": 3,
+    "envgym.browser": 3,  # the shared browser layer (Playwright + Chromium) of web and GUI envs
     "envgym.contrib": 4,
     "envgym.multiagent": 3,
     "envgym.registration": 4,
@@ -42,11 +44,13 @@ PUBLIC = {
     "envgym.spaces",
     "envgym.registration",
     "envgym.rewards",
+    "envgym.browser",
     "envgym.rubric",
     "envgym.multiagent",
     "envgym.rollout",
     "envgym.testing",
     "envgym.models",
+    "envgym.sandbox",
 }
 
 

@@ -381,3 +381,49 @@ def test_trainer_vs_trl_gpu_dry_run_and_missing_setup() -> None:
         run = run_script("trainer_vs_trl_gpu.py", "--steps", "1")
         assert run.returncode == 1
         assert "cannot run: missing" in run.stderr and "--dry-run" in run.stderr
+
+
+# ---------------------------------------------------------------- swe.py
+def test_swe_script_tiny() -> None:
+    from envgym.environments.swe.libraries import SetupMissingError, source_tree
+
+    try:
+        source_tree("toolz")
+    except SetupMissingError as err:
+        pytest.skip(str(err))
+    proc = run_script("swe.py", *("--sandboxes", "bwrap", "--resets", "2", "--commands", "2", "--tasks", "2", "--json"))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    (bwrap,) = report["sandboxes"]
+    assert bwrap["available"] and bwrap["episode_start_ms"] > 0 and bwrap["command_ms"] > 0
+    agents = report["agents"]
+    assert agents["tasks"] == 2
+    assert agents["oracle"]["resolve_rate"] == 1.0 and agents["do-nothing"]["resolve_rate"] == 0.0
+    assert agents["oracle"]["grading_s_mean"] > 0
+    manifest = report["manifest"]
+    assert manifest["tasks"] == manifest["train"] + manifest["test"] >= 300
+    assert sum(c["train"] + c["test"] for c in manifest["per_library"].values()) == manifest["tasks"]
+    assert manifest["builder_seconds"] > 0
+
+
+# ---------------------------------------------------------------- gui.py
+def test_gui_script_tiny() -> None:
+    import os
+
+    if not (os.path.exists("/usr/bin/chromium") and importlib.util.find_spec("miniwob")):
+        pytest.skip("needs Debian's chromium and envgym[gui] (scripts/setup.sh installs both)")
+    selenium = os.path.exists("/usr/bin/chromedriver")
+    args = ("--tasks", "click-button", "--episodes", "2", "--steps", "2", "--json")
+    proc = run_script("gui.py", *args, *(() if selenium else ("--no-selenium",)))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    row = report["tasks"]["click-button"]
+    ours = row["envgym"]
+    assert ours["resets"] == 2 and 1 <= ours["steps"] <= 4
+    assert ours["reset_ms"] > 0 and ours["steps_per_s"] > 0 and ours["browser_memory_mb"] > 10
+    if selenium:
+        theirs = row["miniwob_selenium"]
+        assert theirs["resets"] == 2 and theirs["steps_per_s"] > 0
+        assert row["speedup"]["reset"] == pytest.approx(theirs["reset_ms"] / ours["reset_ms"], rel=0.01)
+    bad = run_script("gui.py", "--episodes", "0")
+    assert bad.returncode == 2 and "--episodes" in bad.stderr

@@ -473,7 +473,14 @@ def _play_suite(
             config = RunConfig(agent=agent, agent_options=options, tasks=tasks, prompt=prompt, **harness)
             agent_obj = agent_object if agent_object is not None else make_agent(agent, seed=0, **options)
             try:
-                Runner(config, agent_obj, on_task_end=file_episode, on_progress=on_progress).run()
+                Runner(
+                    config,
+                    agent_obj,
+                    on_task_end=file_episode,
+                    on_progress=on_progress,
+                    # each entry's screenshots beside its episodes.jsonl (envgym.rollout.screenshots)
+                    screenshots=lambda task: folder / ENTRIES_DIR / task.tag,
+                ).run()
             finally:
                 if agent_object is None:
                     agent_obj.close()

@@ -7,14 +7,22 @@ whole game can be scripted: ``printf 'up\\nleft\\n:q\\n' | envgym play envgym/So
 
 Multi-agent (AEC) ids: by default the person plays every seat in turn (hot-seat); with
 ``--seat NAME`` the person plays that seat and a seeded random agent plays the others.
+
+GUI environments (made with ``render_mode="rgb_array"``, or whose observation holds an image):
+the screen the person acts on is saved as a PNG after the reset and after every step
+(``turn-<k>.png`` in ``--screenshots DIR``, default a new temporary folder) and its path printed;
+a dict observation is printed part by part (goal, accessibility tree, ...; an image as its size),
+and the element list an env gives in ``info["elements"]`` (id, role, name, box) is shown too.
 """
 
 from __future__ import annotations
 
 import random
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -34,6 +42,7 @@ from envgym.cli._common import (
 from envgym.cli._options import EnvKwargsOption, KindOption
 from envgym.errors import suggest
 from envgym.registration import make, make_aec
+from envgym.rollout.screenshots import encode_png
 
 __all__ = ["HELP_TEXT", "play_command", "resolve_input"]
 
@@ -172,19 +181,81 @@ def _ask(console: Console, prompt: str, observation: str, actions: Sequence[str]
             console.print(Text(resolved.message, style="yellow"))
 
 
-def _play_single(console: Console, env_id: str, kwargs: dict[str, Any], seed: int | None) -> dict[str, Any]:
+def _is_image(value: Any) -> bool:
+    shape = getattr(value, "shape", None)
+    return shape is not None and len(shape) == 3 and shape[2] == 3 and str(getattr(value, "dtype", "")) == "uint8"
+
+
+def _observation_text(observation: Any, info: Mapping[str, Any]) -> str:
+    """What the terminal shows of an observation: text as it is; a dict observation part by part
+    (an image as its size); then the env's element list (``info["elements"]``), if it gives one."""
+    if isinstance(observation, Mapping):
+        parts = []
+        for key, value in observation.items():
+            if _is_image(value):
+                parts.append(f"[{key}] image {value.shape[1]}x{value.shape[0]} (saved as a screenshot)")
+            else:
+                parts.append(f"[{key}]\n{value}")
+        text = "\n".join(parts)
+    else:
+        text = str(observation)
+    elements = info.get("elements")
+    if isinstance(elements, list) and elements and isinstance(observation, Mapping):
+        lines = [
+            f'[{e.get("id")}] {e.get("role")} "{e.get("name")}" box={tuple(e.get("box") or ())}'
+            for e in elements
+            if isinstance(e, Mapping)
+        ]
+        text += "\n[elements]\n" + "\n".join(lines)
+    return text
+
+
+class _Screens:
+    """Saves the screen a person acts on as ``turn-<k>.png`` (GUI envs only)."""
+
+    def __init__(self, env: Any, folder: str | None) -> None:
+        self.env = env
+        self.folder = Path(folder) if folder else None
+
+    def frame(self, observation: Any) -> Any:
+        if getattr(self.env, "render_mode", None) == "rgb_array":
+            frame = self.env.render()
+            if _is_image(frame):
+                return frame
+        if isinstance(observation, Mapping):
+            return next((v for v in observation.values() if _is_image(v)), None)
+        return None
+
+    def save(self, console: Console, observation: Any, turn: int) -> None:
+        frame = self.frame(observation)
+        if frame is None:
+            return
+        if self.folder is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="envgym-play-"))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"turn-{turn}.png"
+        path.write_bytes(encode_png(frame))
+        console.print(Text(f"screenshot: {path}", style="cyan"), soft_wrap=True)
+
+
+def _play_single(
+    console: Console, env_id: str, kwargs: dict[str, Any], seed: int | None, screenshots: str | None = None
+) -> dict[str, Any]:
     env = make(env_id, **kwargs)
+    screens = _Screens(env, screenshots)
     tally = _Tally()
     outcome: dict[str, Any] = {"finished": False, "success": False, "termination_reason": None}
     try:
         observation, info = env.reset(seed=seed)
         task = info.get("task") or {}
         console.rule(Text(f"{env_id}  seed={task.get('seed', seed)}  task={task.get('id', '?')}", style="bold"))
-        console.print(Text(observation), soft_wrap=True)
+        shown = _observation_text(observation, info)
+        console.print(Text(shown), soft_wrap=True)
+        screens.save(console, observation, 0)
         while True:
             actions = info.get("admissible_actions")
             _show_actions(console, actions)
-            action = _ask(console, f"[turn {tally.turns + 1}] > ", observation, actions)
+            action = _ask(console, f"[turn {tally.turns + 1}] > ", shown, actions)
             if action is None:
                 break
             observation, reward, terminated, truncated, info = env.step(action)
@@ -195,7 +266,9 @@ def _play_single(console: Console, env_id: str, kwargs: dict[str, Any], seed: in
             console.print(
                 Text(f"reward {reward:+.3f}{_fmt_components(components)}{mark}", style="green" if reward > 0 else "")
             )
-            console.print(Text(observation), soft_wrap=True)
+            shown = _observation_text(observation, info)
+            console.print(Text(shown), soft_wrap=True)
+            screens.save(console, observation, tally.turns)
             if terminated or truncated:
                 outcome = {
                     "finished": True,
@@ -311,13 +384,21 @@ def play_command(
         str | None,
         typer.Option("--seat", help="Multi-agent ids: the seat you play; the others play at random. Default: all."),
     ] = None,
+    screenshots: Annotated[
+        str | None,
+        typer.Option(
+            "--screenshots",
+            help="GUI envs: folder for the screen of every turn (turn-<k>.png); default: a new temporary folder.",
+        ),
+    ] = None,
 ) -> None:
     """Play an environment in the terminal.
 
     Shows the observation and the admissible actions, numbered; type an action, or its number
     (#N when the actions are numbers themselves). Commands: :help, :actions, :obs, :q (Ctrl-D
     ends the game too). Multi-agent ids: you play every seat in turn, or only --seat NAME while
-    a random agent plays the others. Input may be piped, one action per line.
+    a random agent plays the others. Input may be piped, one action per line. GUI envs: the
+    screen of every turn is saved as a PNG (its path printed) and the element list shown.
     """
     env_kwargs = parse_kwargs(kwargs)
     spec = select_spec(env_id, resolve_kind(kind))
@@ -325,7 +406,7 @@ def play_command(
     if spec.kind == "gymnasium":
         if seat is not None:
             fail("--seat is for multi-agent environments; this one has a single player.", EXIT_USAGE)
-        result = _play_single(console, env_id, env_kwargs, seed)
+        result = _play_single(console, env_id, env_kwargs, seed, screenshots)
     else:
         result = _play_aec(console, env_id, env_kwargs, seed, seat)
     _print_summary(console, result)

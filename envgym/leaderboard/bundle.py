@@ -26,7 +26,10 @@ agent's place in ``agents``); an entry's lines come in (seed, trial, position) o
 single-agent entries carry neither key, so their bundles are what they were before.
 
 Actions are kept whole (the replay steps them); observations and completions are cut to
-``text_cap`` characters (the viewer's copy). Episodes of infrastructure failures
+``text_cap`` characters (the viewer's copy). Turns of envs whose run recorded screenshots (see
+:mod:`envgym.rollout.screenshots`) add ``"screenshot"``, the PNG as a ``data:image/png;base64,``
+URI, and such episodes ``"final_screenshot"`` likewise (the viewer shows them; the replay ignores
+them). Episodes of infrastructure failures
 (``env_error``, ``agent_error``, ``timeout``) are carried with ``"scored": false`` and their
 errors, never as a zero.
 
@@ -39,6 +42,7 @@ recompute it). Honesty comes from the replay in :mod:`envgym.leaderboard.verify`
 
 from __future__ import annotations
 
+import base64
 import gzip
 import hashlib
 import io
@@ -167,10 +171,49 @@ def _multiagent(trajectory: Any) -> Mapping[str, Any] | None:
     return meta if isinstance(meta, Mapping) else None
 
 
-def _bundle_episode(entry: str, trajectory: Any, cap: int) -> dict[str, Any]:
+def _screenshot_uri(folder: Path, relative: Any) -> str | None:
+    """The PNG a run folder recorded at ``relative`` as a ``data:`` URI (``None`` when the path
+    is not a PNG inside the folder's ``screenshots/`` or the file is gone)."""
+    if not isinstance(relative, str) or not relative.startswith("screenshots/") or not relative.endswith(".png"):
+        return None
+    root = (folder / "screenshots").resolve()
+    path = (folder / relative).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    data = path.read_bytes()
+    if not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return None
+    return "data:image/png;base64," + base64.b64encode(data).decode("ascii")
+
+
+def _embed_screenshots(episode: dict[str, Any], folder: Path) -> None:
+    """Replace the screenshot paths of an episode (its turns' and the final one) by the images.
+
+    A bundle is one file: the screens travel in it, for the leaderboard's episode viewer.
+    """
+    for turn in episode["turns"]:
+        if "screenshot" in turn:
+            uri = _screenshot_uri(folder, turn["screenshot"])
+            if uri is None:
+                del turn["screenshot"]
+            else:
+                turn["screenshot"] = uri
+    if "final_screenshot" in episode:
+        uri = _screenshot_uri(folder, episode["final_screenshot"])
+        if uri is None:
+            del episode["final_screenshot"]
+        else:
+            episode["final_screenshot"] = uri
+
+
+def _bundle_episode(entry: str, trajectory: Any, cap: int, folder: Path | None = None) -> dict[str, Any]:
     record: dict[str, Any] = dict(episode_record(trajectory, text_cap=cap))
     record["trial"] = record["member"]
     episode = {"entry": entry, **{key: record[key] for key in EPISODE_KEYS}}
+    if "final_screenshot" in record:
+        episode["final_screenshot"] = record["final_screenshot"]
+    if folder is not None:
+        _embed_screenshots(episode, folder)
     meta = _multiagent(trajectory)
     if meta is not None:  # one agent's record of a joint episode
         episode["agent_id"] = str(meta["agent_id"])
@@ -237,7 +280,7 @@ def make_bundle(
         if metas:  # a Parallel entry: its agents, as every record names them
             item["agents"] = [str(a) for a in metas[0]["agents"]]
         entries.append(item)
-        episodes += [_bundle_episode(entry, t, text_cap) for t in trajectories]
+        episodes += [_bundle_episode(entry, t, text_cap, folder) for t in trajectories]
         last_finished = max([last_finished, *(str(t.finished_at or "") for t in trajectories)])
     order = {n: i for i, n in enumerate(names)}
     episodes.sort(

@@ -20,6 +20,7 @@ import html
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import cache
 from importlib import resources
@@ -289,6 +290,17 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
     return _page(sub["agent_name"], body, href, f"/api/entries/{sub['id']}")
 
 
+_PNG_URI = re.compile(r"data:image/png;base64,[A-Za-z0-9+/]+={0,2}")
+
+
+def _screenshot(uri: Any, alt: str) -> str:
+    """An ``<img>`` of a turn's recorded screen, or nothing: only a base64 PNG ``data:`` URI (what
+    bundles carry) is shown, so a submitted record can never point the page elsewhere."""
+    if not isinstance(uri, str) or _PNG_URI.fullmatch(uri) is None:
+        return ""
+    return f"<figure class='screenshot'><img src='{uri}' alt='{_esc(alt)}'></figure>"
+
+
 def episode_page(
     sub: Mapping[str, Any], episode: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]], href: Href
 ) -> str:
@@ -329,6 +341,7 @@ def episode_page(
     )
     turns = []
     for i, turn in enumerate(episode["turns"]):
+        shot = _screenshot(turn.get("screenshot"), f"the screen before turn {i}")
         components = ", ".join(f"{k} {v:g}" for k, v in sorted(turn["reward_components"].items()))
         completion = (
             f"<div class='completion'><b>completion</b><pre>{_esc(turn.get('completion'))}</pre></div>"
@@ -339,7 +352,7 @@ def episode_page(
                                  ("truncated", turn["truncated"])) if on]  # fmt: skip
         turns.append(
             f"<section class='turn' id='turn-{i}'><h3>Turn {i}{' (' + ', '.join(flags) + ')' if flags else ''}</h3>"
-            f"<div class='observation'><b>observation</b><pre>{_esc(turn.get('observation'))}</pre></div>{completion}"
+            f"{shot}<div class='observation'><b>observation</b><pre>{_esc(turn.get('observation'))}</pre></div>{completion}"
             f"<p><b>action</b> <code class='action'>{_esc(turn['action'])}</code> &nbsp; <b>reward</b> "
             f"<span class='reward'>{turn['reward']:g}</span> <span class='muted'>({_esc(components)})</span></p></section>"
         )
@@ -354,8 +367,9 @@ def episode_page(
         f"{_esc(episode['termination_reason'])}</p>"
         + (f"<h2>Errors</h2><ul>{errors}</ul>" if errors else "")
         + "".join(turns)
-        + f"<section class='turn' id='final'><h3>Final observation</h3><pre>{_esc(episode.get('final_observation'))}</pre>"
-        "</section>"
+        + "<section class='turn' id='final'><h3>Final observation</h3>"
+        + _screenshot(episode.get("final_screenshot"), "the screen after the last turn")
+        + f"<pre>{_esc(episode.get('final_observation'))}</pre></section>"
     )
     return _page(
         f"{episode['entry']} seed {episode['seed']}",

@@ -296,6 +296,8 @@ def _episode_dict(row: EpisodeRow, *, record: bool) -> dict[str, Any]:
         data["turns"] = row.record.get("turns", [])
         data["final_observation"] = row.record.get("final_observation")
         data["errors"] = row.record.get("errors", [])
+        if "final_screenshot" in row.record:
+            data["final_screenshot"] = row.record["final_screenshot"]
     return data
 
 
@@ -510,6 +512,11 @@ class Store:
                                 "turns": episode["turns"],
                                 "final_observation": episode.get("final_observation"),
                                 "errors": episode.get("errors", []),
+                                **(
+                                    {"final_screenshot": episode["final_screenshot"]}
+                                    if "final_screenshot" in episode
+                                    else {}
+                                ),
                             },
                         )
                     )

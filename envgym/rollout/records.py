@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 
 from envgym.core import TerminationReason
 
-__all__ = ["EpisodeRecord", "Trajectory", "Turn", "cut_text", "episode_record", "json_safe"]
+__all__ = ["EpisodeRecord", "Trajectory", "Turn", "cut_text", "episode_record", "json_safe", "recordable_observation"]
 
 #: Record format version, written into every line; readers refuse newer formats.
 RECORD_VERSION = 1
@@ -40,6 +40,23 @@ def json_safe(value: Any) -> Any:
     if callable(tolist):
         return json_safe(tolist())
     return repr(value)
+
+
+def recordable_observation(observation: Any) -> Any:
+    """``observation`` as a record keeps it: an image in it (an ``H x W x 3`` or ``H x W x 4``
+    uint8 array, alone or as a value of a dict observation) becomes a short description such as
+    ``"<image 360x480x3 uint8>"`` (run folders keep images as PNG files, never inline)."""
+    if isinstance(observation, dict):
+        return {key: recordable_observation(value) for key, value in observation.items()}
+    shape = getattr(observation, "shape", None)
+    if (
+        shape is not None
+        and len(shape) == 3
+        and shape[2] in (3, 4)
+        and str(getattr(observation, "dtype", "")) == "uint8"
+    ):
+        return f"<image {'x'.join(map(str, shape))} uint8>"
+    return observation
 
 
 @dataclass(slots=True)
@@ -67,6 +84,10 @@ class Turn:
         agent_s: wall time of the agent call that produced this turn (shared by its batch).
         env_s: time spent inside ``env.step``.
         extra: the agent's extra fields (JSON-safe).
+        screenshot: the path, relative to the run folder, of the PNG of the screen the agent saw
+            before this action (``screenshots/<episode>/<turn>.png``), when the run recorded
+            frames (a run folder and an env made with ``render_mode="rgb_array"``); left out of
+            :meth:`to_dict` when ``None``.
     """
 
     index: int
@@ -89,9 +110,13 @@ class Turn:
     agent_s: float = 0.0
     env_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
+    screenshot: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: json_safe(getattr(self, f.name)) for f in fields(self)}
+        data = {f.name: json_safe(getattr(self, f.name)) for f in fields(self)}
+        if data["screenshot"] is None:  # records of runs without frames stay as they were
+            del data["screenshot"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
@@ -132,7 +157,8 @@ class Trajectory:
         wall_time_s: wall time of the final attempt.
         started_at: UTC ISO time the final attempt started.
         finished_at: UTC ISO time the episode ended.
-        extra: anything else (``truncated_by``: ``"harness_max_turns"`` / ``"token_budget"``).
+        extra: anything else (``truncated_by``: ``"harness_max_turns"`` / ``"token_budget"``;
+            ``final_screenshot``: the PNG of the screen after the last step, when frames were recorded).
     """
 
     episode_id: str
@@ -252,13 +278,15 @@ class EpisodeRecord(TypedDict, total=False):
     errors: list[str]
     wall_time_s: float
     final_observation: str
+    final_screenshot: str
     turns: list[dict[str, Any]]
 
 
 def episode_record(trajectory: Trajectory, *, text_cap: int | None = None, turns: bool = True) -> EpisodeRecord:
     """``trajectory`` as an :class:`EpisodeRecord`: numbers JSON-safe (a non-finite float becomes
     its text), texts cut to ``text_cap`` characters, and with ``turns`` each turn's action,
-    reward, components, flags, observation, completion and format verdict."""
+    reward, components, flags, observation, completion and format verdict (and ``screenshot``, the
+    PNG's path relative to the run folder, for turns that have one; ``final_screenshot`` likewise)."""
     record = EpisodeRecord(
         episode_id=trajectory.episode_id,
         index=trajectory.index,
@@ -280,6 +308,9 @@ def episode_record(trajectory: Trajectory, *, text_cap: int | None = None, turns
         wall_time_s=round(trajectory.wall_time_s, 6),
         final_observation=cut_text(trajectory.final_observation, text_cap),
     )
+    final_shot = trajectory.extra.get("final_screenshot")
+    if isinstance(final_shot, str):
+        record["final_screenshot"] = final_shot
     if turns:
         record["turns"] = [
             {
@@ -292,6 +323,7 @@ def episode_record(trajectory: Trajectory, *, text_cap: int | None = None, turns
                 "observation": cut_text(turn.observation, text_cap),
                 "completion": cut_text(turn.completion, text_cap),
                 "format_ok": turn.format_ok,
+                **({"screenshot": turn.screenshot} if turn.screenshot is not None else {}),
             }
             for turn in trajectory.turns
         ]

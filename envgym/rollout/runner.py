@@ -50,8 +50,9 @@ from envgym.rollout.ending import episode_end, split_timed_out
 from envgym.rollout.multiagent import run_parallel
 from envgym.rollout.pools import BACKENDS, EnvFailure, EnvPool, ResetRequest, StepRequest, StepResult, make_pool
 from envgym.rollout.prompting import Conversation, ParsedReply, PromptConfig
-from envgym.rollout.records import Trajectory, Turn, json_safe
+from envgym.rollout.records import Trajectory, Turn, json_safe, recordable_observation
 from envgym.rollout.rundir import RunFolder
+from envgym.rollout.screenshots import save_screenshot
 from envgym.rollout.specs import known_agent_specs, make_agent, split_agent_spec
 from envgym.rollout.summary import summarize
 from envgym.rollout.tasks import EpisodeTask, default_tasks, episode_id, episode_numbers, parse_tasks
@@ -305,7 +306,7 @@ class RunResult:
 class _Live:
     """One live episode attempt (``index``: the task's position in the run's list)."""
 
-    __slots__ = ("conv", "done", "index", "info", "kind", "max_turns", "obs", "sampled", "slot", "t0", "traj")
+    __slots__ = ("conv", "done", "index", "info", "kind", "max_turns", "obs", "sampled", "shot", "slot", "t0", "traj")
 
     def __init__(self, index: int, slot: int, traj: Trajectory, kind: int, max_turns: int | None) -> None:
         self.index = index
@@ -318,6 +319,7 @@ class _Live:
         self.conv: Conversation | None = None
         self.t0 = time.perf_counter()
         self.sampled: str | None = None
+        self.shot: str | None = None  # the recorded screenshot of the screen the agent acts on
         self.done = False
 
 
@@ -357,6 +359,10 @@ class Runner:
             reports them) and, in lock-step mode, ``turns_left`` (the turns still to play at most,
             from every episode's turn limit; ``None`` when an episode has only the environment's
             own). :meth:`envgym.progress.Progress.update` takes exactly these.
+        screenshots: ``screenshots(task)`` is the folder that receives the screenshots of the
+            task's episodes (:mod:`envgym.rollout.screenshots`; the bench files them by entry);
+            default: the run folder ``out``. Envs made with ``render_mode="rgb_array"`` are asked
+            for a frame after every reset and step only when one of the two is set.
     """
 
     # What the multi-agent path (envgym.rollout.multiagent) shares with this runner.
@@ -375,9 +381,12 @@ class Runner:
         on_task_end: Callable[[EpisodeTask, Trajectory], None] | None = None,
         on_progress: Callable[..., None] | None = None,
         agents: Mapping[str, Agent] | None = None,
+        screenshots: Callable[[EpisodeTask], str | Path] | None = None,
     ) -> None:
         self.config = config
         self._agents = dict(agents) if agents else None
+        # Where a task's screenshots go (envgym.rollout.screenshots); default: the run folder.
+        self._screens = screenshots
         self.on_task_end = on_task_end
         self.on_progress = on_progress
         self.tasks = config.task_list()
@@ -546,7 +555,30 @@ class Runner:
         return task.max_turns if task.max_turns is not None else self.config.max_turns
 
     def _reset_request(self, live: _Live, want_sample: bool) -> ResetRequest:
-        return ResetRequest(live.slot, live.traj.seed, None, want_sample, live.kind)
+        return ResetRequest(live.slot, live.traj.seed, None, want_sample, live.kind, self._wants_frames)
+
+    @property
+    def _wants_frames(self) -> bool:
+        """Frames are asked of the envs only when they have somewhere to go."""
+        return self._screens is not None or self._folder is not None
+
+    def _save_frame(self, live: _Live, result: StepResult) -> None:
+        """Record the screen ``result`` shows (the one the next action is taken on), if it has one."""
+        if not isinstance(live, _Live):  # a multi-agent seat (envgym.rollout.multiagent): no frames
+            return
+        live.shot = None
+        if result.frame is None:
+            return
+        if self._screens is not None:
+            root = Path(self._screens(self.tasks[live.index]))
+        elif self._folder is not None:
+            root = self._folder.path
+        else:
+            return
+        try:
+            live.shot = save_screenshot(root, live.traj.episode_id, len(live.traj.turns), result.frame)
+        except (OSError, ValueError, TypeError) as err:  # a lost screenshot never costs the episode
+            log.warning("episode %s: screenshot not saved (%s)", live.traj.episode_id, err)
 
     def _started(self, agent: Agent, live: _Live, result: StepResult) -> None:
         live.obs = result.observation
@@ -554,6 +586,7 @@ class Runner:
         live.sampled = result.sampled_action
         live.traj.task = json_safe(dict(result.info.get("task") or {}))
         live.traj.reward_components = dict.fromkeys(result.info.get("reward_components") or {}, 0.0)
+        self._save_frame(live, result)
         live.t0 = time.perf_counter()
         agent.start_episode(live.traj.episode_id, live.traj.env_id, live.traj.seed, member=live.traj.member)
         if agent.chat:
@@ -653,7 +686,8 @@ class Runner:
         if not stepping:
             return failures
         want = agent.wants_sample_action
-        results = pool.step([StepRequest(live.slot, action, want) for live, _, action, _, _ in stepping])
+        frames = self._wants_frames
+        results = pool.step([StepRequest(live.slot, action, want, frames) for live, _, action, _, _ in stepping])
         for (live, output, action, parsed, messages), result in zip(stepping, results, strict=True):
             if isinstance(result, EnvFailure):
                 failures.append((live, result.kind, result.message))
@@ -689,7 +723,7 @@ class Runner:
         chat = live.conv is not None
         turn = Turn(
             index=len(traj.turns),
-            observation=live.obs,
+            observation=recordable_observation(live.obs),
             action=action,
             reward=float(result.reward),
             reward_components=dict(components),
@@ -708,6 +742,7 @@ class Runner:
             agent_s=agent_s,
             env_s=result.env_s,
             extra=json_safe(output.extra) if output.extra else {},
+            screenshot=getattr(live, "shot", None),
         )
         traj.turns.append(turn)
         traj.total_reward += turn.reward
@@ -720,6 +755,7 @@ class Runner:
         live.obs = result.observation
         live.info = info
         live.sampled = result.sampled_action
+        self._save_frame(live, result)
         end = episode_end(
             terminated=result.terminated,
             truncated=result.truncated,
@@ -737,7 +773,10 @@ class Runner:
         traj.success = end.success
         traj.termination_reason = str(end.reason)
         traj.invalid_actions = int(info.get("invalid_actions", sum(1 for t in traj.turns if not t.action_valid)))
-        traj.final_observation = result.observation
+        traj.final_observation = recordable_observation(result.observation)
+        final_shot = getattr(live, "shot", None)
+        if final_shot is not None:
+            traj.extra["final_screenshot"] = final_shot
         live.done = True
 
     # -- lock-step ----------------------------------------------------------------------------

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import io
 import json
-import logging
-import os
 import random
 import threading
 import urllib.request
@@ -22,67 +19,15 @@ from envgym.environments.webshop.env import (
 from envgym.environments.webshop.pages import ActionError, parse_action
 from envgym.environments.webshop.server import ServerHandle, WebShopSite, start_in_thread
 
+from envgym.browser import CHROMIUM, Tab, require_browser
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import InvalidKwargsError, MissingDependencyError, NotAvailableError
-
-try:  # only screenshots need it
-    from PIL import Image
-except ImportError:  # pragma: no cover - pillow comes with envgym[webshop]
-    Image = None
+from envgym.errors import InvalidKwargsError, MissingDependencyError
 
 __all__ = ["CHROMIUM", "WebShopBrowserEnv"]
 
-logger = logging.getLogger(__name__)
-
-#: The browser Playwright drives: Debian's Chromium (the project's setup installs it).
-CHROMIUM = "/usr/bin/chromium"
 
 _SERVERS: dict[tuple[str, str | None], ServerHandle] = {}
 _LOCK = threading.Lock()
-# Playwright's sync API allows one driver per thread, so the env instances of a worker thread
-# share one Chromium (one browser per worker), each episode in its own context. The browser and
-# the driver stop when the last env using them closes.
-_BROWSERS: dict[tuple[int, bool], list[Any]] = {}  # (thread, headless) -> [playwright, browser, users]
-
-
-def _acquire_browser(headless: bool) -> Any:
-    key = (threading.get_ident(), headless)
-    entry = _BROWSERS.get(key)
-    if entry is None or not entry[1].is_connected():
-        from playwright.sync_api import sync_playwright
-
-        if entry is not None:  # the browser died (killed, crashed): start afresh
-            _stop(entry)
-        playwright = sync_playwright().start()
-        try:
-            browser = playwright.chromium.launch(
-                executable_path=CHROMIUM, headless=headless, args=["--no-sandbox", "--disable-gpu"]
-            )
-        except Exception:
-            playwright.stop()
-            raise
-        entry = _BROWSERS[key] = [playwright, browser, 0]
-    entry[2] += 1
-    return entry[1]
-
-
-def _stop(entry: list[Any]) -> None:
-    for closer in (entry[1].close, entry[0].stop):
-        try:
-            closer()
-        except Exception as err:  # noqa: BLE001 - a dead browser or driver is already what we want
-            logger.debug("ignored while stopping the browser: %r", err)
-
-
-def _release_browser(headless: bool) -> None:
-    key = (threading.get_ident(), headless)
-    entry = _BROWSERS.get(key)
-    if entry is None:
-        return
-    entry[2] -= 1
-    if entry[2] <= 0:
-        del _BROWSERS[key]
-        _stop(entry)
 
 
 # One round trip reads what a step needs: the visible text, the clickables (every clickable on
@@ -184,15 +129,7 @@ class WebShopBrowserEnv(TextEnv):
         )
         if not isinstance(timeout_ms, int) or timeout_ms < 100:
             raise InvalidKwargsError(f"timeout_ms must be an integer >= 100, got {timeout_ms!r}.")
-        try:
-            import playwright.sync_api  # noqa: F401  - fail at make(), before any episode
-        except ImportError as err:
-            raise MissingDependencyError("playwright", "webshop", "envgym/WebShop-Browser-v0") from err
-        if not os.path.exists(CHROMIUM):
-            raise NotAvailableError(
-                f"envgym/WebShop-Browser-v0 drives Debian's Chromium at {CHROMIUM}, which is missing: "
-                "install it with `apt-get install chromium` (the project's scripts/setup.sh does)."
-            )
+        require_browser("webshop", "envgym/WebShop-Browser-v0")  # fail at make(), before any episode
         # The goal draw is the text env's (same seeds, same goals): a text twin does the drawing.
         self._text = WebShopEnv(
             catalogue_size=catalogue_size,
@@ -206,37 +143,27 @@ class WebShopBrowserEnv(TextEnv):
             self.server_url = _site_server(catalogue, catalogue_size, catalogue_seed, cache_dir).url
         else:
             self.server_url = server_url.rstrip("/")
-        if screenshot and Image is None:
-            raise MissingDependencyError("pillow", "webshop", "WebShop-Browser-v0 screenshots")
+        if screenshot:
+            try:
+                import PIL  # noqa: F401
+            except ImportError as err:
+                raise MissingDependencyError("pillow", "webshop", "WebShop-Browser-v0 screenshots") from err
         self.screenshot = bool(screenshot)
         self.headless = bool(headless)
         self.timeout_ms = timeout_ms
         self.goal: Goal | None = None
         self.session = ""
-        self._browser: Any = None
-        self._context: Any = None
+        # A fresh context per episode on the worker's shared Chromium (envgym.browser); the last env
+        # of the worker to close stops the browser at once.
+        self._tab = Tab(viewport=(1000, 800), headless=self.headless, timeout_ms=timeout_ms, linger=0)
         self._page: Any = None
         self._text_cache = ""
         self._clickables: list[str] = []
         self._has_search = False
 
     # ------------------------------------------------------------------ browser
-    def _ensure_browser(self) -> None:
-        if self._browser is not None and not self._browser.is_connected():
-            self._browser = None  # it died: take a fresh one (and drop our hold on the dead one)
-            _release_browser(self.headless)
-        if self._browser is None:
-            self._browser = _acquire_browser(self.headless)
-
     def _new_context(self) -> None:
-        if self._context is not None:
-            try:
-                self._context.close()
-            except Exception as err:  # noqa: BLE001 - the old context's browser may be gone
-                logger.debug("ignored while closing a context: %r", err)
-        self._context = self._browser.new_context(viewport={"width": 1000, "height": 800})
-        self._context.set_default_timeout(self.timeout_ms)
-        self._page = self._context.new_page()
+        self._page = self._tab.open()  # closes the previous episode's context
 
     def _api(self, method: str, path: str) -> dict[str, Any]:
         request = urllib.request.Request(self.server_url + path, method=method)
@@ -256,7 +183,6 @@ class WebShopBrowserEnv(TextEnv):
         self.goal = self._text.goal
         assert self.goal is not None
         self.session = self._api("POST", f"/api/sessions?goal={self.goal.index}")["session"]
-        self._ensure_browser()
         self._new_context()
         self._page.goto(f"{self.server_url}/{self.session}", wait_until="domcontentloaded")
         self._read_page()
@@ -324,16 +250,9 @@ class WebShopBrowserEnv(TextEnv):
         return obs, info
 
     def _screenshot(self) -> np.ndarray:
-        png = self._page.screenshot(type="png")
-        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
+        return self._tab.screenshot()
 
     def close(self) -> None:
         super().close()
-        if self._context is not None:
-            try:
-                self._context.close()
-            except Exception as err:  # noqa: BLE001 - closing must not raise (dead browser or driver)
-                logger.debug("ignored while closing: %r", err)
-        if self._browser is not None:
-            _release_browser(self.headless)
-        self._context = self._browser = self._page = None
+        self._tab.close()  # never raises (a dead browser or driver is already closed)
+        self._page = None

@@ -38,7 +38,9 @@ def test_the_family_suites_with_an_oracle_publish_their_baselines() -> None:
     assert "webshop-v1" in SUITES
     assert "driving-v1" in SUITES
     assert "coopetition-v1" in SUITES
+    assert "swe-v1" in SUITES
     assert "service-v1" in SUITES
+    assert "gui-v1" in SUITES
 
 
 @pytest.mark.slow

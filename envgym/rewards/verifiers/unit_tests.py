@@ -1,5 +1,7 @@
-"""Sandboxed unit tests: test code run against the candidate code in a subprocess with resource
-limits, a fresh temporary directory and a nonce-protected result line."""
+"""Sandboxed unit tests: test code run against the candidate code in an :mod:`envgym.sandbox`
+sandbox (bubblewrap by default: no network, its own PID space, read-only system) or, as the
+documented fallback, in a plain subprocess with resource limits; a fresh temporary directory and a
+nonce-protected result line either way."""
 
 from __future__ import annotations
 
@@ -16,8 +18,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from envgym.errors import ConfigError
+from envgym.errors import ConfigError, MissingDependencyError, NotAvailableError, check_choice
 from envgym.rewards.verifiers.base import Verifier, VerifierResult
+from envgym.sandbox import Limits, Sandbox, sandbox_class
+
+#: Where :class:`UnitTests` runs the code (``"auto"``: bwrap when installed, else subprocess).
+SANDBOXES = ("auto", "bwrap", "docker", "subprocess")
 
 # Runs inside the sandboxed interpreter. Reads a per-run nonce from stdin before any candidate
 # code runs and prefixes its one result line with it, so printing a fake result needs the nonce.
@@ -115,7 +121,7 @@ def _kill_group(pid: int) -> None:
 
 
 class UnitTests(Verifier):
-    """Run test code against candidate code in a subprocess sandbox.
+    """Run test code against candidate code in a sandbox.
 
     The candidate is written to ``solution.py`` and the tests to ``test_solution.py`` in a fresh
     temporary directory; a driver imports the candidate as the module ``solution`` (its public
@@ -123,29 +129,40 @@ class UnitTests(Verifier):
     calls every ``test*`` function the tests define. Score: the fraction of test functions that
     passed (1 of 1 when there are none and the module-level code passed).
 
-    Sandbox (POSIX): ``sys.executable -I`` (isolated mode: no ``PYTHON*`` variables, no user site,
-    script directory not on ``sys.path``), working directory and ``HOME``/``TMPDIR`` in the temp
-    directory, a minimal environment, its own session (the whole process group is killed with
-    SIGKILL at the wall-clock ``timeout`` and after every run), and ``setrlimit`` in the child:
-    CPU seconds (``ceil(timeout) + 1``), address space (``memory_mb``, Linux), file size (output
-    and any file written: ``max_output_bytes``), no core dumps, and processes (``max_processes``).
+    Where the code runs (``sandbox``):
 
-    What it does **not** do, honestly: it is not a security boundary. ``RLIMIT_NPROC`` counts
-    every process of the user and is not enforced for root, so when running as root a fork storm
-    is stopped only by the process-group kill at the timeout (and a process that leaves the group
-    with ``setsid`` survives until its CPU limit); files can be written anywhere the user may
-    write, and the network is reachable. The per-run nonce that authenticates the result line can
-    be found by candidate code that inspects the driver's memory. For untrusted code use the SWE
-    sandbox (own network namespace) or a container.
+    * ``"bwrap"``: an :class:`envgym.sandbox.BwrapSandbox` (Debian's bubblewrap): an empty network
+      namespace (no network, loopback included), its own PID namespace (every process dies with
+      the run), a read-only system with none of the host's private folders, writes confined to
+      its own workspace and ``/tmp``, and ``ulimit`` limits: CPU seconds (``ceil(timeout) + 1``),
+      address space (``memory_mb``), processes (``max_processes``, enforced even when envgym runs
+      as root: bwrap then runs as ``nobody``), file size (``max_output_bytes``, at least 1 MiB);
+      output beyond ``max_output_bytes`` stops the run. The interpreter is the system's
+      ``/usr/bin/python3`` (the ``python`` argument is ignored).
+    * ``"docker"``: the same in an :class:`envgym.sandbox.DockerSandbox` container (the SWE base
+      image; ``pip install 'envgym[swe]'`` and a running engine).
+    * ``"subprocess"``, the documented fallback: ``python -I`` (isolated mode) in its own session
+      with ``setrlimit`` in the child (CPU, address space, file size, no core files, processes),
+      working directory and ``HOME``/``TMPDIR`` in the temp directory, a minimal environment and
+      the whole process group killed at the timeout. It is **not a security boundary**:
+      ``RLIMIT_NPROC`` counts every process of the user and is not enforced for root, a process
+      that leaves the group with ``setsid`` survives until its CPU limit, files can be written
+      anywhere the user may write, and the network is reachable.
+    * ``"auto"`` (default): ``"bwrap"`` when bubblewrap is installed, else ``"subprocess"``.
+
+    In every mode the per-run nonce that authenticates the result line can be found by candidate
+    code that inspects the driver's memory: the sandbox contains the code, it does not hide the
+    driver from it.
 
     Args:
         tests: the test code (or pass it as ``reference`` to :meth:`verify`).
         timeout: wall-clock limit in seconds.
         memory_mb: address-space limit in MiB (``None``: no limit).
         max_output_bytes: limit on the output and on every file written.
-        max_processes: ``RLIMIT_NPROC`` (``None``: unchanged).
-        python: interpreter to run (default ``sys.executable``).
+        max_processes: ``RLIMIT_NPROC`` (``None``: unchanged in subprocess mode, 4096 in a sandbox).
+        python: interpreter to run in subprocess mode (default ``sys.executable``).
         excerpt_chars: length of the output excerpt kept in the result.
+        sandbox: ``"auto"``, ``"bwrap"``, ``"docker"`` or ``"subprocess"`` (see above).
     """
 
     def __init__(
@@ -158,8 +175,10 @@ class UnitTests(Verifier):
         max_processes: int | None = 64,
         python: str | None = None,
         excerpt_chars: int = 2000,
+        sandbox: str = "auto",
     ) -> None:
         super().__init__(tests)
+        check_choice("UnitTests sandbox", sandbox, SANDBOXES)
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
             raise ConfigError(f"UnitTests timeout must be a number of seconds in (0, 3600], got {timeout!r}.")
         if memory_mb is not None and (not isinstance(memory_mb, int) or memory_mb < 32):
@@ -176,10 +195,25 @@ class UnitTests(Verifier):
         self.max_processes = max_processes
         self.python = python or sys.executable
         self.excerpt_chars = int(excerpt_chars)
+        if sandbox == "auto":
+            sandbox = "bwrap" if sandbox_class("bwrap").unavailable_reason() is None else "subprocess"
+        elif sandbox != "subprocess":
+            reason = sandbox_class(sandbox).unavailable_reason()
+            if reason is not None:
+                if sandbox == "bwrap":
+                    err = MissingDependencyError("bubblewrap", "swe", "UnitTests(sandbox='bwrap')")
+                    err.args = (f"UnitTests(sandbox='bwrap') cannot run: {reason}",)
+                    err.msg = err.args[0]
+                    raise err
+                raise NotAvailableError(f"UnitTests(sandbox={sandbox!r}) cannot run: {reason}")
+        #: The mode in use: ``"bwrap"``, ``"docker"`` or ``"subprocess"`` (``"auto"`` resolved).
+        self.sandbox = sandbox
 
     def _verify(self, candidate: str, reference: Any) -> VerifierResult:
         if not isinstance(reference, str):
             raise ConfigError(f"UnitTests: the tests must be Python source text, got {type(reference).__name__}.")
+        if self.sandbox != "subprocess":
+            return self._verify_sandboxed(candidate, reference)
         started = time.perf_counter()
         with tempfile.TemporaryDirectory(prefix="envgym-verify-", ignore_cleanup_errors=True) as tmp:
             work = Path(tmp)
@@ -232,6 +266,66 @@ class UnitTests(Verifier):
             duration = time.perf_counter() - started
             raw = log.read_bytes()
         text = raw.decode("utf-8", errors="replace")
+        why = None
+        if len(raw) >= self.max_output_bytes:
+            why = f"the output exceeded the {self.max_output_bytes}-byte limit"
+        return self._result(text, nonce, timed_out, proc.returncode, why, duration)
+
+    def _verify_sandboxed(self, candidate: str, reference: str) -> VerifierResult:
+        """Run the driver in a fresh :mod:`envgym.sandbox` sandbox (bwrap or docker)."""
+        started = time.perf_counter()
+        nonce = secrets.token_hex(16)
+        # The nonce lives in the driver file, which deletes itself before any candidate code runs.
+        driver = f"NONCE = {nonce!r}\n" + _DRIVER.replace(
+            "nonce = sys.stdin.readline().strip()", "nonce = NONCE\nos.unlink(os.path.abspath(__file__))"
+        )
+        limits = Limits(
+            timeout=self.timeout,
+            cpu_seconds=math.ceil(self.timeout) + 1,
+            memory_mb=self.memory_mb if self.memory_mb is not None else 1 << 20,
+            processes=max(4, self.max_processes) if self.max_processes is not None else 4096,
+            file_size_mb=max(1, math.ceil(self.max_output_bytes / (1 << 20))),
+            max_output_bytes=self.max_output_bytes + 1024,
+        )
+        with tempfile.TemporaryDirectory(prefix="envgym-verify-", ignore_cleanup_errors=True) as tmp:
+            work = Path(tmp)
+            (work / "solution.py").write_text(candidate, encoding="utf-8", errors="replace")
+            (work / "test_solution.py").write_text(reference, encoding="utf-8")
+            (work / "_driver.py").write_text(driver, encoding="utf-8")
+            box: Sandbox | None = None
+            try:
+                box = sandbox_class(self.sandbox)(work, limits=limits)
+                # As in subprocess mode the output goes to a file whose size RLIMIT_FSIZE caps (the
+                # writer gets SIGXFSZ): a pipe would wait for any background process holding it.
+                blocks = math.ceil(self.max_output_bytes / 1024)
+                result = box.run(
+                    f"ulimit -f {blocks}; /usr/bin/python3 -I _driver.py > /tmp/.envgym-output 2>&1; "
+                    f"head -c {self.max_output_bytes} /tmp/.envgym-output"
+                )
+            except (OSError, NotAvailableError) as err:
+                return VerifierResult(
+                    "error",
+                    0.0,
+                    f"could not start the {self.sandbox} sandbox: {err}",
+                    infrastructure=True,
+                    duration_s=time.perf_counter() - started,
+                )
+            finally:
+                if box is not None:
+                    box.close()
+        why = None
+        if result.output_bytes >= self.max_output_bytes:
+            why = f"the output exceeded the {self.max_output_bytes}-byte limit"
+        elif result.note and not result.timed_out:
+            why = f"the run stopped: {result.note}"
+        return self._result(
+            result.output, nonce, result.timed_out, result.exit_code, why, time.perf_counter() - started
+        )
+
+    def _result(
+        self, text: str, nonce: str, timed_out: bool, code: int | None, why: str | None, duration: float
+    ) -> VerifierResult:
+        """The verdict from the driver's output: only the nonce-prefixed line is trusted."""
         report: dict[str, Any] | None = None
         shown: list[str] = []
         for line in text.splitlines():
@@ -248,12 +342,9 @@ class UnitTests(Verifier):
                 "timeout", 0.0, f"the tests did not finish within {self.timeout:g} s.", excerpt, duration_s=duration
             )
         if report is None:
-            code = proc.returncode
-            if len(raw) >= self.max_output_bytes:
-                why = f"the output exceeded the {self.max_output_bytes}-byte limit"
-            elif code is not None and code < 0:
+            if why is None and code is not None and code < 0:
                 why = f"the process was killed by signal {signal.Signals(-code).name}"
-            else:
+            elif why is None:
                 why = f"the process exited with code {code} without reporting results"
             return VerifierResult("error", 0.0, why + ".", excerpt, duration_s=duration)
         passed, total = int(report.get("passed", 0)), int(report.get("total", 0))

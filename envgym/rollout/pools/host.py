@@ -120,6 +120,21 @@ class SlotHost:
             logger.warning("%s: sample_action raised; no sampled action this turn", self._env_id(slot), exc_info=True)
             return None
 
+    def _frame(self, slot: int, env: Any) -> Any:
+        """``env.render()`` when the env renders ``rgb_array`` frames (an ``H x W x 3`` uint8
+        array), else ``None``; a render that fails or returns something else costs the frame only."""
+        if getattr(env, "render_mode", None) != "rgb_array":
+            return None
+        try:
+            frame = env.render()
+        except Exception:
+            logger.warning("%s: render() raised; no screenshot this turn", self._env_id(slot), exc_info=True)
+            return None
+        shape = getattr(frame, "shape", None)
+        if getattr(frame, "dtype", None) != "uint8" or shape is None or len(shape) != 3 or shape[2] != 3:
+            return None
+        return frame
+
     def _env(self, slot: int) -> Any:
         env = self._envs.get(slot)
         if env is None:
@@ -128,7 +143,13 @@ class SlotHost:
         return env
 
     def reset(
-        self, slot: int, seed: int | None, options: dict[str, Any] | None, want_sample: bool, kind: int = 0
+        self,
+        slot: int,
+        seed: int | None,
+        options: dict[str, Any] | None,
+        want_sample: bool,
+        kind: int = 0,
+        want_frame: bool = False,
     ) -> Any:
         try:
             if self._kinds.get(slot, 0) != kind:
@@ -143,9 +164,10 @@ class SlotHost:
         self._seeds[slot] = seed
         self._rngs.pop(slot, None)
         sampled = self._sample(slot, env) if want_sample else None
-        return StepResult(observation, 0.0, False, False, info, env_s, sampled)
+        frame = self._frame(slot, env) if want_frame else None
+        return StepResult(observation, 0.0, False, False, info, env_s, sampled, frame)
 
-    def step(self, slot: int, action: str, want_sample: bool) -> Any:
+    def step(self, slot: int, action: str, want_sample: bool, want_frame: bool = False) -> Any:
         try:
             env = self._env(slot)
             t0 = time.perf_counter()
@@ -154,12 +176,13 @@ class SlotHost:
         except Exception as err:  # noqa: BLE001 - env errors become results, never raise
             return self._failure(slot, err)
         sampled = self._sample(slot, env) if want_sample and not (terminated or truncated) else None
-        return StepResult(observation, float(reward), bool(terminated), bool(truncated), info, env_s, sampled)
+        frame = self._frame(slot, env) if want_frame else None
+        return StepResult(observation, float(reward), bool(terminated), bool(truncated), info, env_s, sampled, frame)
 
     def handle(self, kind: str, requests: Sequence[Any]) -> list[Any]:
         if kind == "step":
-            return [self.step(r.slot, r.action, r.want_sample) for r in requests]
-        return [self.reset(r.slot, r.seed, r.options, r.want_sample, r.env) for r in requests]
+            return [self.step(r.slot, r.action, r.want_sample, r.want_frame) for r in requests]
+        return [self.reset(r.slot, r.seed, r.options, r.want_sample, r.env, r.want_frame) for r in requests]
 
     def close(self) -> None:
         for slot in list(self._envs):

@@ -34,12 +34,12 @@ class InProcessPool(EnvPool):
     def reset(self, requests: Sequence[ResetRequest]) -> list[StepResult | EnvFailure]:
         self._check(requests, ResetRequest)
         reset = self._host.reset
-        return [reset(r.slot, r.seed, r.options, r.want_sample, r.env) for r in requests]
+        return [reset(r.slot, r.seed, r.options, r.want_sample, r.env, r.want_frame) for r in requests]
 
     def step(self, requests: Sequence[StepRequest]) -> list[StepResult | EnvFailure]:
         self._check(requests, StepRequest)
         step = self._host.step
-        return [step(r.slot, r.action, r.want_sample) for r in requests]
+        return [step(r.slot, r.action, r.want_sample, r.want_frame) for r in requests]
 
     def slot_env(self, slot: int) -> gymnasium.Env | None:
         self._check_slot(slot)

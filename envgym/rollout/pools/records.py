@@ -20,6 +20,8 @@ class ResetRequest:
             the env has it (``rng`` is the slot's own, seeded from the reset seed).
         env: which of the pool's envs (:attr:`EnvPool.envs`, ``(env_id, env_kwargs)`` pairs) the
             slot plays from this reset on; a slot holding another kind closes it and makes this one.
+        want_frame: also return ``env.render()`` as :attr:`StepResult.frame` when the env was made
+            with ``render_mode="rgb_array"`` (the screenshot a run folder records).
     """
 
     slot: int
@@ -27,15 +29,17 @@ class ResetRequest:
     options: dict[str, Any] | None = None
     want_sample: bool = False
     env: int = 0
+    want_frame: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class StepRequest:
-    """Step one slot with ``action``; ``want_sample`` as in :class:`ResetRequest`."""
+    """Step one slot with ``action``; ``want_sample`` and ``want_frame`` as in :class:`ResetRequest`."""
 
     slot: int
     action: str
     want_sample: bool = False
+    want_frame: bool = False
 
 
 @dataclass(slots=True)
@@ -51,6 +55,8 @@ class StepResult:
         env_s: seconds spent inside ``env.reset`` / ``env.step``, measured where the env lives.
         sampled_action: the action asked for by ``want_sample`` (``None`` when not asked, when
             the env has no ``sample_action``, or when the episode just ended).
+        frame: the env's ``rgb_array`` render after this reset or step (an ``H x W x 3`` uint8
+            array) when asked by ``want_frame`` and the env renders ``rgb_array`` frames, else ``None``.
     """
 
     observation: str
@@ -60,6 +66,7 @@ class StepResult:
     info: dict[str, Any]
     env_s: float
     sampled_action: str | None = None
+    frame: Any = None
 
 
 @dataclass(slots=True)

@@ -1,0 +1,138 @@
+"""A browser tab an environment owns: a context and a page on the worker's shared Chromium."""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from envgym._imports import optional
+from envgym.browser.pool import acquire_browser, give_context, release_browser, take_context
+
+__all__ = ["Tab", "png_to_array"]
+
+logger = logging.getLogger(__name__)
+
+
+def png_to_array(png: bytes) -> np.ndarray:
+    """Decode a PNG screenshot into an ``uint8`` array of shape (height, width, 3)."""
+    image_module = optional("PIL.Image", extra="gui", purpose="browser screenshots")
+    with image_module.open(io.BytesIO(png)) as image:
+        return np.asarray(image.convert("RGB"), dtype=np.uint8)
+
+
+class Tab:
+    """One context + page on this thread's Chromium (see :mod:`envgym.browser.pool`).
+
+    ``open()`` takes a hold on the browser (launching it on first use, or again if it died) and
+    makes a fresh context (no cookies, no cache, no storage); ``close()`` closes the context and
+    drops the hold (the last hold stops the browser). Both may be called any number of times.
+
+    Args:
+        viewport: (width, height) of the page in CSS pixels.
+        headless: run Chromium without a window.
+        timeout_ms: default Playwright timeout of the context (navigations, waits).
+        init_scripts: JavaScript sources run in every document before its own scripts.
+        device_scale_factor: screenshot pixels per CSS pixel.
+        reuse: on ``close()`` give the context back to the worker's idle pool and on ``open()``
+            take one from it when one of the same configuration is idle (its page keeps the
+            document it last showed: the user decides whether to reload). Contexts hold no
+            cookies or storage between users only when ``reuse`` is false.
+        linger: seconds the browser outlives its last user when this tab releases it last
+            (``None``: :data:`envgym.browser.pool.LINGER_S`; 0: it stops at once).
+    """
+
+    def __init__(
+        self,
+        *,
+        viewport: tuple[int, int] = (1000, 800),
+        headless: bool = True,
+        timeout_ms: int = 15_000,
+        init_scripts: Sequence[str] = (),
+        device_scale_factor: float = 1.0,
+        reuse: bool = False,
+        linger: float | None = None,
+    ) -> None:
+        self.viewport = (int(viewport[0]), int(viewport[1]))
+        self.headless = bool(headless)
+        self.timeout_ms = int(timeout_ms)
+        self.init_scripts = tuple(init_scripts)
+        self.device_scale_factor = float(device_scale_factor)
+        self.reuse = bool(reuse)
+        self.linger = linger
+        self.reused = False  # the last open() took an idle context
+        self.browser: Any = None
+        self.context: Any = None
+        self.page: Any = None
+
+    @property
+    def is_open(self) -> bool:
+        return self.page is not None and self.browser is not None and self.browser.is_connected()
+
+    def open(self) -> Any:
+        """A fresh context and page (the browser is launched or replaced if needed); returns the page."""
+        self._close_context()
+        if self.browser is not None and not self.browser.is_connected():
+            self.browser = None  # it died: drop our hold on the dead one, take a fresh one
+            release_browser(self.headless, 0)
+        if self.browser is None:
+            self.browser = acquire_browser(self.headless)
+        self.reused = False
+        if self.reuse:
+            idle = take_context(self.headless, self._config())
+            if idle is not None:
+                self.context, self.page = idle
+                self.reused = True
+                return self.page
+        width, height = self.viewport
+        self.context = self.browser.new_context(
+            viewport={"width": width, "height": height},
+            device_scale_factor=self.device_scale_factor,
+            locale="en-US",
+            timezone_id="UTC",
+            reduced_motion="reduce",
+            service_workers="block",
+        )
+        self.context.set_default_timeout(self.timeout_ms)
+        for script in self.init_scripts:
+            self.context.add_init_script(script)
+        self.page = self.context.new_page()
+        return self.page
+
+    def _config(self) -> tuple[Any, ...]:
+        return (self.viewport, self.timeout_ms, self.init_scripts, self.device_scale_factor)
+
+    def screenshot(self, clip: tuple[float, float, float, float] | None = None) -> np.ndarray:
+        """The page (or the ``clip`` rectangle x, y, width, height in CSS pixels) as uint8 (H, W, 3)."""
+        kwargs: dict[str, Any] = {"type": "png", "animations": "disabled", "caret": "hide"}
+        if clip is not None:
+            kwargs["clip"] = {"x": clip[0], "y": clip[1], "width": clip[2], "height": clip[3]}
+        return png_to_array(self.page.screenshot(**kwargs))
+
+    def _close_context(self) -> None:
+        if self.context is not None:
+            try:
+                if (
+                    self.reuse
+                    and self.page is not None
+                    and give_context(self.headless, self._config(), self.context, self.page)
+                ):
+                    self.context = self.page = None
+                    return
+                self.context.close()
+            except Exception as err:  # noqa: BLE001 - the context's browser may be gone
+                logger.debug("ignored while closing a context: %r", err)
+        self.context = self.page = None
+
+    def close(self) -> None:
+        """Close the context and drop the hold on the browser (idempotent, never raises)."""
+        self._close_context()
+        if self.browser is not None:
+            self.browser = None
+            try:
+                release_browser(self.headless, self.linger)
+            except Exception as err:  # noqa: BLE001 - closing must not raise
+                logger.debug("ignored while releasing the browser: %r", err)

@@ -1,0 +1,64 @@
+"""Sandboxes for untrusted code: a fresh workspace per episode, commands with no network, their own
+PID space and resource limits, and SWE-bench grading decided from pytest's JUnit XML.
+
+Two backends, one interface (:class:`Sandbox`)::
+
+    from envgym.sandbox import Limits, sandbox_class
+
+    with sandbox_class("bwrap")(tree, overlay={"pkg/mod.py": mutated}, limits=Limits(timeout=10)) as box:
+        result = box.run("python3 -m pytest -x -q")            # CommandResult: output, exit_code, note...
+        run = box.run_pytest(["tests/test_mod.py::test_a"], restore=original_tests)
+        resolved = run.report_ok and all(run.outcomes.get(t) == "passed" for t in ...)
+
+* :class:`BwrapSandbox` (``"bwrap"``, the default): Debian's bubblewrap; a host temp folder per
+  episode; each command is its own bwrap over a read-only system, so nothing outlives a command.
+* :class:`DockerSandbox` (``"docker"``): one container per episode (``--network none``, memory and
+  PID limits, a non-root user, removed at close and reaped after a crash) from the images that
+  :mod:`envgym.environments.swe.images` builds locally; needs ``pip install 'envgym[swe]'`` and a
+  running engine (``scripts/setup.sh`` starts ``dockerd``).
+
+Grading (:meth:`Sandbox.run_pytest`): with no agent process alive, the original test files are
+written back, files Python or pytest would run implicitly (``conftest.py`` not restored,
+``sitecustomize.py``, ``*.pth``, configs, byte-code caches) and symlinks leaving the workspace are
+deleted, and pytest runs in a fresh ``python3 -I`` process that imports pytest before the
+workspace joins ``sys.path``; outcomes come from its JUnit XML, written to a folder no agent command
+could see. Limit: the code under test runs inside that pytest process (as in SWE-bench), so a
+patch written to subvert pytest in memory is not stopped by the sandbox; the test suite's
+FAIL_TO_PASS/PASS_TO_PASS checks are.
+"""
+
+from __future__ import annotations
+
+from envgym.errors import InvalidKwargsError, suggest
+from envgym.sandbox.base import CommandResult, Limits, PytestRun, Sandbox
+from envgym.sandbox.bwrap import BwrapSandbox
+from envgym.sandbox.dockerbox import DockerSandbox
+
+__all__ = [
+    "KINDS",
+    "BwrapSandbox",
+    "CommandResult",
+    "DockerSandbox",
+    "Limits",
+    "PytestRun",
+    "Sandbox",
+    "default_kind",
+    "sandbox_class",
+]
+
+#: Backends by name.
+KINDS: dict[str, type[Sandbox]] = {"bwrap": BwrapSandbox, "docker": DockerSandbox}
+
+
+def sandbox_class(kind: str) -> type[Sandbox]:
+    """The backend named ``kind`` (``"bwrap"`` or ``"docker"``)."""
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise InvalidKwargsError(
+            f"sandbox kind must be one of {', '.join(map(repr, KINDS))}, got {kind!r}.{suggest(str(kind), KINDS)}"
+        )
+    return KINDS[kind]
+
+
+def default_kind() -> str:
+    """The embedded default backend: ``"bwrap"``."""
+    return "bwrap"

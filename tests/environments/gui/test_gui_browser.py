@@ -1,0 +1,360 @@
+"""envgym.browser: the action grammar, the virtual clock, the accessibility tree, screenshots and
+clean shutdown (close, a killed worker, Ctrl-C), on Debian's real Chromium through Playwright."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from envgym.browser import AXTREE_JS, EPOCH_MS, VIRTUAL_CLOCK_JS, Action, ActionSyntaxError, parse_action
+
+needs_browser = pytest.mark.skipif(
+    not os.path.exists("/usr/bin/chromium"), reason="Debian's chromium is not installed (scripts/setup.sh installs it)"
+)
+
+
+# ----------------------------------------------------------------------------- grammar (no browser)
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("click(12)", Action("click", (12,))),
+        ('click("12")', Action("click", (12,))),
+        ("  hover( 3 ) ", Action("hover", (3,))),
+        ('fill(7, "Hello, \\"world\\"")', Action("fill", (7, 'Hello, "world"'))),
+        ("fill(7, 'it''s')", Action("fill", (7, "its"))),  # Python's implicit concatenation of literals
+        ('fill(7, "")', Action("fill", (7, ""))),
+        ('select(4, "Blue")', Action("select", (4, "Blue"))),
+        ('press("Enter")', Action("press", ("Enter",))),
+        ('press("Control+a")', Action("press", ("Control+a",))),
+        ('press("Space")', Action("press", (" ",))),
+        ("scroll(0, -120)", Action("scroll", (0, -120))),
+        ("drag(3, 9)", Action("drag", (3, 9))),
+        ("click_xy(40.5, 85)", Action("click_xy", (40.5, 85))),
+        ("drag_xy(10, 20, 90, 20)", Action("drag_xy", (10, 20, 90, 20))),
+        ("noop()", Action("noop", ())),
+    ],
+)
+def test_parse_accepts_the_grammar(text: str, expected: Action) -> None:
+    assert parse_action(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "expected one action"),
+        ("click", "expected a call"),
+        ("clik(3)", "Did you mean 'click'"),
+        ("click(0)", "element ids"),
+        ("click(-2)", "element ids"),
+        ("click(1.5)", "element ids"),
+        ("click(True)", "numbers or quoted strings"),
+        ("click(1, 2)", "takes 1 argument"),
+        ("click(x)", "numbers or quoted strings"),
+        ("click(__import__('os'))", "numbers or quoted strings"),
+        ("fill(3, 4)", "quoted text"),
+        ("fill(3, text='a')", "positional"),
+        ('press("Hyper+x")', "unknown modifier"),
+        ('press("Enterr")', "unknown key"),
+        ("scroll(1e9, 0)", "finite numbers"),
+        ("click(3); click(4)", "well-formed"),
+        ("click(3))", "well-formed"),
+        ('fill(3, "' + "x" * 1001 + '")', "longer than 1000"),
+    ],
+)
+def test_parse_rejects_with_a_reason(text: str, message: str) -> None:
+    with pytest.raises(ActionSyntaxError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_action(text)
+
+
+def test_action_prints_back_as_grammar() -> None:
+    for text in ('fill(7, "a b")', "click_xy(4, 5)", "noop()", 'press("Tab")'):
+        assert parse_action(str(parse_action(text))) == parse_action(text)
+
+
+# ----------------------------------------------------------------------------- in a real page
+_PAGE = """<!DOCTYPE html><html><body>
+<div id="wrap">
+  <h1>Form</h1>
+  <p>Some text <span class="alink">here</span> and more.</p>
+  <label for="name">Name</label><input id="name" type="text" value=" x ">
+  <input id="pw" type="password" placeholder="Password">
+  <textarea id="ta">a "quoted" \\ line</textarea>
+  <select id="sel"><option>Red</option><option selected>Blue</option></select>
+  <label><input type="checkbox" id="cb" checked>Tick</label>
+  <div id="hidden" style="display:none"><button>Ghost</button></div>
+  <div><div><button id="go" onclick="document.getElementById('out').textContent='clicked '+Date.now()">Go</button></div></div>
+  <div id="out"></div>
+  <div class="tile" style="width:10px;height:10px;background:red"></div>
+  <span id="late"></span>
+</div>
+<script>
+  window.fired = [];
+  setTimeout(() => { document.getElementById('late').textContent = 'late'; window.fired.push('t500'); }, 500);
+  let n = 0; const iv = setInterval(() => { n++; window.fired.push('i' + n); if (n === 3) clearInterval(iv); }, 100);
+  requestAnimationFrame((t) => window.fired.push('raf'));
+</script>
+</body></html>"""
+
+
+@pytest.fixture
+def page(tmp_path: Path):
+    pytest.importorskip("playwright")
+    from envgym.browser import Tab
+
+    path = tmp_path / "page.html"
+    path.write_text(_PAGE)
+    tab = Tab(viewport=(400, 400), init_scripts=(VIRTUAL_CLOCK_JS, AXTREE_JS))
+    try:
+        p = tab.open()
+        p.goto(path.as_uri())
+        yield tab
+    finally:
+        tab.close()
+
+
+@needs_browser
+def test_virtual_clock_moves_only_when_advanced(page) -> None:
+    p = page.page
+    assert p.evaluate("Date.now()") == EPOCH_MS
+    time.sleep(0.3)  # wall-clock time does not reach the page
+    assert p.evaluate("[Date.now(), new Date().getTime(), performance.now(), window.fired.length]") == [
+        EPOCH_MS,
+        EPOCH_MS,
+        0,
+        0,
+    ]
+    assert p.evaluate("window.__envgymClock.advance(250)") == 3  # raf (16 ms), interval at 100 and 200
+    assert p.evaluate("window.fired") == ["raf", "i1", "i2"]
+    p.evaluate("window.__envgymClock.advance(300)")  # to 550: i3 at 300 (then cleared), t500
+    assert p.evaluate("window.fired") == ["raf", "i1", "i2", "i3", "t500"]
+    assert p.evaluate(f"[Date.now() - {EPOCH_MS}, window.__envgymClock.pending()]") == [550, 0]
+    p.evaluate("setTimeout(() => window.fired.push('x'), 10); window.__envgymClock.reset()")
+    assert p.evaluate("[Date.now(), window.__envgymClock.pending()]") == [EPOCH_MS, 0]  # reset drops timers
+
+
+@needs_browser
+def test_axtree_text_ids_and_properties(page) -> None:
+    p = page.page
+    text = p.evaluate("window.__envgymAX.snapshot({}).text")
+    lines = text.splitlines()
+    assert lines[0] == '[1] heading "Form"'
+    assert lines[1:5] == [
+        "[2] paragraph",
+        '  StaticText "Some text"',
+        '  [3] generic "here", class="alink"',  # text-only elements get an id; loose text does not
+        '  StaticText "and more."',
+    ]
+    assert '[5] textbox "Name", value=" x "' in lines  # verbatim value, label as name
+    assert '[6] textbox "Password", type="password", value=""' in lines
+    assert '[7] textbox, multiline, value="a \\"quoted\\" \\\\ line"' in lines  # JSON escapes
+    assert '[8] combobox, value="Blue"' in lines and '  [10] option "Blue", selected' in lines
+    assert '[11] label "Tick"' in lines and '  [12] checkbox "Tick", checked' in lines
+    assert "Ghost" not in text  # hidden subtrees are left out
+    assert '[13] button "Go"' in lines  # wrappers dropped: at depth 0
+    assert '[14] generic, class="tile"' in lines  # a childless box keeps a line
+    # ids are kept for known elements; new ones get new numbers
+    p.evaluate("window.__envgymClock.advance(600)")
+    again = p.evaluate("window.__envgymAX.snapshot({}).text").splitlines()
+    assert again[: len(lines)] == lines and again[-1] == '[15] generic "late"'
+    nodes = p.evaluate("window.__envgymAX.snapshot({boxes: true}).nodes")
+    tile = next(n for n in nodes if n["id"] == 14)
+    assert tile["box"][2:] == [10, 10]
+
+
+@needs_browser
+def test_page_actor_runs_actions_and_refuses_impossible_ones(page) -> None:
+    from envgym.browser import ActionError, PageActor
+
+    p = page.page
+    actor = PageActor(p, 400, 400)
+    p.evaluate("window.__envgymAX.snapshot({})")
+    actor.run(parse_action("click(13)"))
+    assert p.evaluate("document.getElementById('out').textContent") == f"clicked {EPOCH_MS}"
+    actor.run(parse_action('fill(5, "Ada")'))
+    assert p.evaluate("document.getElementById('name').value") == "Ada"
+    actor.run(parse_action('press("Backspace")'))
+    assert p.evaluate("document.getElementById('name').value") == "Ad"
+    actor.run(parse_action('select(8, "red")'))  # case-insensitive fallback
+    assert p.evaluate("document.getElementById('sel').value") == "Red"
+    actor.run(parse_action("click(12)"))
+    assert p.evaluate("document.getElementById('cb').checked") is False
+    for bad, message in [
+        ("click(99)", "no element"),
+        ('fill(13, "x")', "not a text field"),
+        ('select(5, "x")', "not a list"),
+        ('select(8, "Green")', "no option 'Green'"),
+        ("click_xy(400, 10)", "outside the screen"),
+    ]:
+        with pytest.raises(ActionError, match=message):
+            actor.run(parse_action(bad))
+
+
+@needs_browser
+def test_screenshot_is_uint8_rgb(page) -> None:
+    shot = page.screenshot()
+    assert shot.shape == (400, 400, 3) and shot.dtype == np.uint8
+    assert shot.std() > 0 and (shot == 255).all(axis=2).mean() > 0.5  # mostly white page with content
+
+
+# ----------------------------------------------------------------------------- shutdown
+def _descendants(pid: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
+    out, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def _alive(pids: set[int]) -> set[int]:
+    """Pids that still exist (running or zombie)."""
+    return {p for p in pids if Path(f"/proc/{p}").exists()}
+
+
+def _wait_gone(pids: set[int], seconds: float = 20) -> set[int]:
+    deadline = time.monotonic() + seconds
+    while _alive(pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return _alive(pids)
+
+
+def _chromium(pids: set[int]) -> set[int]:
+    found = set()
+    for p in _alive(pids):
+        try:
+            if b"chrom" in Path(f"/proc/{p}/cmdline").read_bytes():
+                found.add(p)
+        except OSError:
+            pass
+    return found
+
+
+_WORKER = textwrap.dedent(
+    """
+    import os, sys, time
+    os.environ["ENVGYM_BROWSER_LINGER"] = {linger!r}
+    import envgym
+    env = envgym.make("envgym/MiniWoB-click-button-v0")
+    env.reset(seed=0)
+    env.step("click(1)")
+    print("ready", flush=True)
+    how = sys.stdin.readline().strip()
+    if how == "close":
+        env.close()
+        print("closed", flush=True)
+        time.sleep(60)
+    elif how == "crash":
+        os._exit(3)  # no close(), no atexit handlers
+    else:
+        time.sleep(60)  # waits for a signal
+    """
+)
+
+
+def _start_worker(linger: str = "2") -> subprocess.Popen[str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WORKER.format(linger=linger)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a terminal's job
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline().strip()
+    if line != "ready":
+        proc.kill()
+        pytest.fail(f"worker did not start: {line!r} {proc.stderr.read() if proc.stderr else ''}")
+    return proc
+
+
+@needs_browser
+def test_no_chromium_left_after_close() -> None:
+    pytest.importorskip("miniwob")
+    proc = _start_worker(linger="0.5")
+    try:
+        procs = _descendants(proc.pid)
+        chromium = _chromium(procs)
+        assert chromium, "the worker runs Chromium"
+        proc.stdin.write("close\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline().strip() == "closed"
+        assert _wait_gone(procs) == set()  # the browser (after its 0.5 s linger) and the driver: gone, reaped
+        assert proc.poll() is None  # while the worker itself goes on
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+
+
+@needs_browser
+@pytest.mark.parametrize("how", ["crash", "sigkill", "ctrl-c", "sigterm"])
+def test_no_chromium_left_when_the_worker_dies(how: str) -> None:
+    pytest.importorskip("miniwob")
+    proc = _start_worker()
+    procs = _descendants(proc.pid)
+    assert _chromium(procs)
+    if how == "crash":
+        proc.stdin.write("crash\n")
+        proc.stdin.flush()
+        assert proc.wait(timeout=30) == 3
+    elif how == "sigkill":
+        proc.kill()
+        proc.wait(timeout=30)
+    elif how == "ctrl-c":
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends to the whole foreground job
+        assert proc.wait(timeout=30) != 0
+    else:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert _wait_gone(procs) == set()
+
+
+@needs_browser
+def test_envs_of_a_worker_share_one_browser_and_it_lingers_then_stops() -> None:
+    pytest.importorskip("miniwob")
+    import envgym
+    from envgym.browser import pool
+
+    before = _descendants(os.getpid())
+    first = envgym.make("envgym/MiniWoB-click-button-v0")
+    second = envgym.make("envgym/MiniWoB-enter-text-v0")
+    try:
+        first.reset(seed=0)
+        second.reset(seed=0)
+        new = _descendants(os.getpid()) - before
+        browsers = {p for p in _chromium(new) if b"--type=" not in Path(f"/proc/{p}/cmdline").read_bytes()}
+        assert len(browsers) <= 1  # one browser per worker (none new when an earlier test's still lingers)
+        first.close()
+        assert second.step('fill(1, "x")')[4]["action_valid"]
+    finally:
+        second.close()
+    assert pool.live_browsers() == 1  # lingering for the next env of this worker
+    running = _chromium(_descendants(os.getpid()))
+    third = envgym.make("envgym/MiniWoB-click-button-v0")
+    third.reset(seed=0)  # reuses it: no new browser process
+    browsers_now = {
+        p for p in _chromium(_descendants(os.getpid())) if b"--type=" not in Path(f"/proc/{p}/cmdline").read_bytes()
+    }
+    assert browsers_now <= running
+    third.close()
+    deadline = time.monotonic() + pool.LINGER_S + 10
+    while pool.live_browsers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pool.live_browsers() == 0  # the pool's timer stopped it
+    assert _wait_gone(_descendants(os.getpid()) - before) == set()

@@ -1,0 +1,285 @@
+"""The MiniWoB++ environments: registration, observations, actions, rewards through MiniWoB's own
+JavaScript, determinism across processes, splits, fast resets equal to fresh loads, render()."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import envgym
+
+pytest.importorskip("playwright")
+pytest.importorskip("miniwob")
+pytestmark = pytest.mark.skipif(
+    not os.path.exists("/usr/bin/chromium"), reason="Debian's chromium is not installed (scripts/setup.sh installs it)"
+)
+
+from envgym.environments.gui import EXCLUDED, MINIWOB_TASKS
+from envgym.environments.gui.miniwob import MiniWoBEnv, task_names
+
+
+def _ids(tree: str, role: str, name: str | None = None) -> list[int]:
+    """Ids of the tree lines with ``role`` (and the name ``name``)."""
+    found = []
+    for line in tree.splitlines():
+        body = line.strip()
+        if not body.startswith("["):
+            continue
+        ident, rest = body[1:].split("] ", 1)
+        parts = rest.split(" ", 1)
+        if parts[0].rstrip(",") != role:
+            continue
+        if name is not None:
+            if len(parts) < 2 or not parts[1].startswith('"'):
+                continue
+            decoder = json.JSONDecoder()
+            value, _ = decoder.raw_decode(parts[1])
+            if value != name:
+                continue
+        found.append(int(ident))
+    return found
+
+
+def test_every_task_page_of_the_package_is_registered_or_excluded() -> None:
+    assert sorted(MINIWOB_TASKS) == task_names()  # the package's pages, all registered
+    ids = {s.id for s in envgym.list_envs() if s.family == "gui"}
+    assert {f"envgym/MiniWoB-{t}-v0" for t in MINIWOB_TASKS} <= ids
+    assert len(MINIWOB_TASKS) == 130 and set(EXCLUDED) == {"flight.AA", "flight.Alaska", "flight.Alaska-auto"}
+    with pytest.raises(envgym.errors.InvalidKwargsError, match="Did you mean 'click-button'"):
+        MiniWoBEnv(task="click-buton")
+
+
+def test_click_button_success_and_failure_through_miniwob_rewards() -> None:
+    env = envgym.make("envgym/MiniWoB-click-button-v0")
+    try:
+        for seed in range(4):
+            obs, info = env.reset(seed=seed)
+            target = info["task"]["fields"]["target"]
+            assert obs.startswith(f'Task: Click on the "{target}" button.\n')
+            assert info["admissible_actions"] is None and info["task"]["utterance"] in obs
+            right = _ids(obs, "button", target)
+            wrong = [i for i in _ids(obs, "button") if i not in right]
+            assert right and wrong
+            if seed % 2 == 0:
+                obs, reward, terminated, truncated, info = env.step(f"click({right[0]})")
+                assert (reward, terminated, truncated, info["success"]) == (1.0, True, False, True)
+                assert info["reward_components"]["raw_reward"] == 1.0
+                assert info["miniwob"] == {"reward": 1.0, "raw_reward": 1.0, "reason": None, "done": True}
+                assert info["termination_reason"] == "success"
+            else:
+                obs, reward, terminated, _, info = env.step(f"click({wrong[0]})")
+                assert (reward, terminated, info["success"]) == (-1.0, True, False)
+                assert info["termination_reason"] == "failure"
+    finally:
+        env.close()
+
+
+def test_checkboxes_fill_select_and_keys() -> None:
+    env = MiniWoBEnv(task="click-checkboxes")
+    try:
+        obs, info = env.reset(seed=3)
+        targets = [v for k, v in info["task"]["fields"].items() if k.startswith("target")]
+        for name in targets:
+            (box,) = _ids(obs, "checkbox", name)
+            obs, _, _, _, info = env.step(f"click({box})")
+            assert info["action_valid"] and f'[{box}] checkbox "{name}", checked' in obs
+        (submit,) = _ids(obs, "button", "Submit")
+        *_, terminated, _, info = env.step(f"click({submit})")
+        assert terminated and info["success"] and info["reward_components"]["raw_reward"] == 1.0
+    finally:
+        env.close()
+
+    env = MiniWoBEnv(task="enter-text")
+    try:
+        obs, info = env.reset(seed=5)
+        word = info["task"]["fields"]["target"]
+        (field,) = _ids(obs, "textbox")
+        obs, _, _, _, info = env.step(f'fill({field}, "{word}")')
+        assert f"[{field}] textbox, value={json.dumps(word)}, focused" in obs
+        obs, _, terminated, _, info = env.step('press("Enter")')  # Enter in the field does not submit here
+        (submit,) = _ids(obs, "button", "Submit")
+        *_, terminated, _, info = env.step(f"click({submit})")
+        assert terminated and info["success"]
+    finally:
+        env.close()
+
+    env = MiniWoBEnv(task="choose-list")
+    try:
+        obs, info = env.reset(seed=2)
+        target = info["task"]["fields"]["target"]
+        (combo,) = _ids(obs, "combobox")
+        obs, _, _, _, info = env.step(f'select({combo}, "{target}")')
+        assert f"value={json.dumps(target)}" in obs.splitlines()[_line_of(obs, combo)]
+        (submit,) = _ids(obs, "button", "Submit")
+        assert env.step(f"click({submit})")[4]["success"]
+    finally:
+        env.close()
+
+
+def _line_of(obs: str, ident: int) -> int:
+    return next(i for i, line in enumerate(obs.splitlines()) if line.strip().startswith(f"[{ident}]"))
+
+
+def test_invalid_actions_are_steps_with_feedback_and_change_nothing() -> None:
+    env = MiniWoBEnv(task="click-checkboxes", invalid_penalty=-0.25)
+    try:
+        obs, _ = env.reset(seed=1)
+        for bad, reason in [
+            ("click(999)", "no element [999]"),
+            ("push(1)", "unknown action 'push'"),
+            ('fill(1, "x")', "not a text field"),
+            ("click_xy(500, 5)", "outside the screen"),
+            ('press("Hyper+1")', "unknown modifier"),
+        ]:
+            after, reward, terminated, truncated, info = env.step(bad)
+            assert not info["action_valid"] and reward == -0.25 and not (terminated or truncated)
+            assert after.startswith("Invalid action") and reason in after.split("\n\n")[0]
+            assert after.split("\n\n", 1)[1] == obs  # the page (and the tree) did not change
+    finally:
+        env.close()
+
+
+def test_truncation_at_max_turns() -> None:
+    env = MiniWoBEnv(task="click-checkboxes", max_turns=3)
+    try:
+        obs, _ = env.reset(seed=0)
+        (label,) = _ids(obs, "label")[:1]
+        results = [env.step(f"click({label})") for _ in range(3)]
+        assert [r[3] for r in results] == [False, False, True] and results[-1][4]["termination_reason"] == "max_turns"
+    finally:
+        env.close()
+
+
+def test_same_seed_same_episode_across_processes_and_splits_disjoint() -> None:
+    script = textwrap.dedent(
+        """
+        import json, random, sys
+        from envgym.environments.gui.miniwob import MiniWoBEnv
+        out = []
+        for task in ("click-checkboxes", "enter-text", "click-tab", "use-autocomplete"):
+            env = MiniWoBEnv(task=task, split=sys.argv[1])
+            for seed in (0, 7):
+                obs, info = env.reset(seed=seed)
+                rng = random.Random(seed)
+                trace = [obs, info["task"]["id"]]
+                for _ in range(4):
+                    obs, r, te, tr, info = env.step(env.sample_action(rng))
+                    trace.append([obs, r, te])
+                    if te or tr:
+                        break
+                out.append(trace)
+            env.close()
+        print(json.dumps(out))
+        """
+    )
+    runs = {}
+    for split in ("train", "train", "test"):
+        result = subprocess.run(
+            [sys.executable, "-c", script, split], check=False, capture_output=True, text=True, timeout=300
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        runs.setdefault(split, []).append(json.loads(result.stdout.splitlines()[-1]))
+    first, second = runs["train"]
+    assert first == second  # the same seeds give the same tasks, trees and transitions in two processes
+    test = runs["test"][0]
+    train_ids = {trace[1] for trace in first}
+    assert not train_ids & {trace[1] for trace in test}
+    assert [trace[0] for trace in first] != [trace[0] for trace in test]  # other task instances
+
+
+def test_test_split_uses_miniwob_test_mode() -> None:
+    """click-test-transfer asks for button ONE in MiniWoB's train mode and TWO in its test mode."""
+    goals = {}
+    for split in ("train", "test"):
+        env = MiniWoBEnv(task="click-test-transfer", split=split)
+        try:
+            goals[split] = {env.reset(seed=s)[1]["task"]["goal"] for s in range(3)}
+        finally:
+            env.close()
+    assert goals == {"train": {"Click button ONE."}, "test": {"Click button TWO."}}
+
+
+@pytest.mark.parametrize("task", ["click-checkboxes", "click-collapsible", "use-autocomplete", "click-dialog-2"])
+def test_fast_reset_equals_a_fresh_page(task: str) -> None:
+    """An episode started by a fast reset of a used page plays exactly like one on a freshly loaded page."""
+
+    def play(env: MiniWoBEnv, seed: int) -> list:
+        obs, info = env.reset(seed=seed)
+        rng = random.Random(seed)
+        trace = [obs, info["task"]]
+        for _ in range(6):
+            obs, reward, terminated, truncated, info = env.step(env.sample_action(rng))
+            trace.append((obs, reward, terminated, info["miniwob"]))
+            if terminated or truncated:
+                break
+        return trace
+
+    fresh = MiniWoBEnv(task=task, reset_mode="reload")
+    fast = MiniWoBEnv(task=task, reset_mode="fast")
+    try:
+        play(fast, 99)  # leave the page in some other episode's state
+        for seed in (0, 1, 2):
+            assert play(fast, seed) == play(fresh, seed)
+    finally:
+        fresh.close()
+        fast.close()
+
+
+def test_reload_tasks_are_real_tasks() -> None:
+    assert MiniWoBEnv.RELOAD_TASKS <= set(MINIWOB_TASKS)
+
+
+def test_dict_observation_screenshot_and_render() -> None:
+    env = MiniWoBEnv(task="click-button", obs="dict", dom=True, boxes=True, render_mode="rgb_array", scale=2)
+    try:
+        obs, info = env.reset(seed=0)
+        assert set(obs) == {"goal", "axtree", "screenshot", "last_action_error", "dom"}
+        assert env.observation_space.contains(obs)
+        shot = obs["screenshot"]
+        assert shot.shape == (420, 320, 3) and shot.dtype == np.uint8 and shot.std() > 0
+        assert np.array_equal(env.render(), shot)
+        assert "<button" in obs["dom"] and obs["goal"] == info["task"]["goal"]
+        target = info["task"]["fields"]["target"]
+        (button,) = _ids(obs["axtree"], "button", target)
+        x, y, w, h = info["boxes"][button]  # screenshot pixels (scale 2)
+        obs, reward, *_ = env.step(f"click_xy({x + w / 2}, {y + h / 2})")
+        assert reward == 1.0 and obs["last_action_error"] == ""
+        obs, *_ = env.reset(seed=1)
+        obs, *_, info = env.step("click(0)")
+        assert obs["last_action_error"].startswith("Invalid action") and not info["action_valid"]
+    finally:
+        env.close()
+
+
+def test_virtual_time_drives_delayed_tasks() -> None:
+    """click-collapsible opens its section with a jQuery UI animation, which runs on virtual time: fully
+    open one step (500 virtual ms) after the click, not started when no time passes; MiniWoB's
+    time-discounted reward counts virtual time too."""
+    env = MiniWoBEnv(task="click-collapsible", boxes=True)
+    frozen = MiniWoBEnv(task="click-collapsible", step_ms=0, boxes=True)
+    heights = []
+    try:
+        for e in (env, frozen):
+            obs, info = e.reset(seed=0)
+            assert "tabpanel" not in obs
+            header = _ids(obs, "tab")[0]
+            obs, *_, info = e.step(f"click({header})")
+            (panel,) = _ids(obs, "tabpanel")
+            heights.append(info["boxes"][panel][3])
+            if e is env:
+                assert "StaticText" in obs.splitlines()[_line_of(obs, panel) + 1]  # its words are shown
+                (submit,) = _ids(obs, "button", "Submit")
+                *_, info = e.step(f"click({submit})")
+                # endEpisode(1, time_proportional=true) at the second click, after one step of 500 virtual ms
+                assert info["miniwob"]["reward"] == pytest.approx(1 - 500 / (2**31 - 1), rel=1e-12)
+    finally:
+        env.close()
+        frozen.close()
+    assert heights[0] > 20 and heights[1] < heights[0]

@@ -1,0 +1,216 @@
+"""envgym/SWE-v0 and envgym/SWE-Tools-v0: the bash and tool interfaces, grading, oracle and do-nothing agents.
+
+Episodes run for real in the bwrap sandbox over the shipped manifest and the fetched libraries
+(both installed by scripts/setup.sh).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from envgym.agents.solvers.swe import Solver, fix_command
+from envgym.environments.swe.env import SWEEnv, format_output
+from envgym.environments.swe.tasks import select_tasks
+
+import envgym
+from envgym.errors import InvalidKwargsError
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+@pytest.fixture(scope="module")
+def env() -> SWEEnv:
+    try:
+        made = envgym.make("envgym/SWE-v0", split="test").unwrapped
+    except envgym.errors.MissingDependencyError as err:
+        pytest.skip(str(err))
+    yield made
+    made.close()
+
+
+def _play(env: SWEEnv, policy, task_id: str, limit: int = 6) -> tuple[float, dict, str]:
+    obs, info = env.reset(seed=0, options={"task_id": task_id})
+    for _ in range(limit):
+        obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+        if terminated or truncated:
+            return reward, info, obs
+    raise AssertionError("the episode did not end")
+
+
+class _Submit:
+    def act(self, observation: str, info: dict) -> str:
+        return "submit"
+
+
+def _sample(split: str, n: int) -> list[str]:
+    tasks = select_tasks(split)
+    by_lib: dict[str, list[str]] = {}
+    for t in tasks:
+        by_lib.setdefault(t.library, []).append(t.id)
+    picked = [ids[0] for ids in by_lib.values()]  # one task of every library in the split first
+    rest = [t.id for t in tasks if t.id not in picked]
+    return (picked + rest[:: max(1, len(rest) // n)])[:n]
+
+
+def test_reset_shows_the_problem_and_the_workspace_has_the_bug_but_no_history(env: SWEEnv) -> None:
+    obs, info = env.reset(seed=3)
+    task = env.current
+    assert task is not None and info["task"]["id"] == task.id and info["task"]["split"] == "test"
+    assert task.problem_statement in obs and "submit" in obs
+    assert info["task"]["fail_to_pass"] == list(task.fail_to_pass)
+    # the agent sees neither the fix nor where the bug is
+    assert task.original not in obs and task.file not in obs and str(task.line) not in info["task"]["id"]
+    out, *_ = env.step("ls -a; test -e .git && echo HAS_GIT; find / -name tasks.json.gz 2>/dev/null | head -1")
+    assert "HAS_GIT" not in out and "tasks.json.gz" not in out
+    buggy, *_ = env.step(f"sed -n '{task.line}p' {task.file}")
+    assert task.mutated.splitlines()[0].strip() in buggy
+    again, info2 = env.reset(seed=3)
+    assert again == obs and info2 == info
+
+
+def test_commands_keep_whitespace_and_long_output_is_cut_in_the_middle(env: SWEEnv) -> None:
+    env.reset(seed=1)
+    obs, _reward, _terminated, _truncated, info = env.step("```bash\nprintf 'a\\n  b\\n'\nexit 3\n```")
+    assert obs == "<returncode>3</returncode>\n<output>\na\n  b\n</output>" and info["action_valid"]
+    obs, *_ = env.step("<action>python3 -c \"print('x' * 30000)\"</action>")
+    assert "characters elided" in obs and len(obs) < 10_500 and obs.startswith("<returncode>0</returncode>")
+    assert format_output("y" * 1000, 0, 400).count("y") == 400
+
+
+@pytest.mark.parametrize("bad", ["", "   ", "x" * 20_001, "ls\x00", "```bash\n\n```", None, 7])
+def test_malformed_commands_are_invalid_steps_that_keep_the_state(env: SWEEnv, bad: object) -> None:
+    env.reset(seed=2)
+    before = env._observe()
+    obs, _reward, terminated, _truncated, info = env.step(bad)
+    assert not info["action_valid"] and not terminated and env._observe() == before
+    assert obs.startswith("Invalid action")
+
+
+def test_do_nothing_scores_zero_and_grading_reports_the_failing_tests(env: SWEEnv) -> None:
+    for task_id in _sample("test", 4):
+        reward, info, obs = _play(env, _Submit(), task_id)
+        task = env.current
+        assert reward == 0.0 and info["success"] is False and info["termination_reason"] == "failure"
+        components = info["reward_components"]
+        assert components["resolved_reward"] == 0.0 and components["f2p_fraction_reward"] < 1.0
+        assert components["p2p_broken_reward"] == 0.0  # the bug breaks only FAIL_TO_PASS
+        assert info["grading"]["report_ok"] and set(info["grading"]["fail_to_pass"]) == set(task.fail_to_pass)
+        assert "NOT RESOLVED" in obs
+
+
+def test_oracle_resolves_a_sample_of_test_tasks_through_bash(env: SWEEnv) -> None:
+    for task_id in _sample("test", 6):
+        reward, info, obs = _play(env, Solver("envgym/SWE-v0", 0), task_id)
+        assert reward == 1.0 and info["success"] and info["termination_reason"] == "success", (task_id, obs)
+        assert info["reward_components"] == {
+            "resolved_reward": 1.0,
+            "f2p_fraction_reward": 1.0,
+            "p2p_broken_reward": 0.0,
+            "invalid_action_reward": 0.0,
+            "step_cost_reward": 0.0,
+        }
+
+
+def test_editing_the_tests_or_printing_passed_does_not_resolve(env: SWEEnv) -> None:
+    task_id = _sample("test", 1)[0]
+    env.reset(seed=0, options={"task_id": task_id})
+    task = env.current
+    test_file = task.fail_to_pass[0].split("::")[0]
+    # every test file becomes trivially passing, and a conftest prints fake PASSED lines
+    env.step("for f in $(grep -rl 'def test' --include='*.py' .); do printf 'def test_ok():\\n    pass\\n' > $f; done")
+    env.step("printf 'print(\"PASSED \" * 100)\\n' > conftest.py")
+    shown, *_ = env.step(f"cat {test_file}")
+    assert "test_ok" in shown
+    *_, info = env.step("submit")
+    assert info["reward_components"]["resolved_reward"] == 0.0 and not info["success"]
+
+
+def test_a_fix_that_breaks_other_tests_counts_them(env: SWEEnv) -> None:
+    task_id = _sample("test", 1)[0]
+    env.reset(seed=0, options={"task_id": task_id})
+    task = env.current
+    env.step(fix_command(task))
+    # now break the whole module with a syntax error appended: every chosen test fails
+    env.step(f"printf '\\ndef broken(:\\n' >> {task.file}")
+    *_, info = env.step("submit")
+    c = info["reward_components"]
+    assert c["resolved_reward"] == 0.0 and c["f2p_fraction_reward"] == 0.0
+    assert c["p2p_broken_reward"] == -float(len(task.pass_to_pass))
+
+
+def test_structured_tools_view_replace_search_and_submit() -> None:
+    try:
+        env = envgym.make("envgym/SWE-Tools-v0", split="test").unwrapped
+    except envgym.errors.MissingDependencyError as err:
+        pytest.skip(str(err))
+    try:
+        task_id = _sample("test", 2)[1]
+        obs, info = env.reset(seed=0, options={"task_id": task_id})
+        task = env.current
+        assert '{"tool": "view"' in obs and info["task"]["tools"] == "structured"
+        view, *_, vinfo = env.step(
+            json.dumps({"tool": "view", "path": task.file, "start": task.line, "end": task.line})
+        )
+        assert vinfo["action_valid"] and f"{task.line:6d}\t{task.mutated.splitlines()[0]}" in view
+        for bad in ["not json", '{"tool": "rm"}', '{"tool": "view"}', '{"tool": "view", "path": "../../etc/passwd"}',
+                    '{"tool": "view", "path": "nope.py"}', '{"tool": "replace", "path": "x", "old": "", "new": "y"}',
+                    '{"tool": "run_tests", "tests": ["--co"]}']:  # fmt: skip
+            *_, binfo = env.step(bad)
+            assert not binfo["action_valid"], bad
+        found, *_ = env.step(json.dumps({"tool": "search", "pattern": task.mutated.strip()[:20], "path": task.file}))
+        assert f"{task.file}:{task.line}:" in found or f"{task.line}:" in found
+        reward, info, obs = _play(env, Solver("envgym/SWE-Tools-v0", 0), task_id)
+        assert reward == 1.0 and info["success"], obs
+    finally:
+        env.close()
+
+
+def test_bad_kwargs_name_the_choices() -> None:
+    with pytest.raises(InvalidKwargsError, match="sandbox"):
+        SWEEnv(sandbox="podman")
+    with pytest.raises(InvalidKwargsError, match="unknown SWE library 'toolzz'.*toolz"):
+        SWEEnv(libraries="toolzz")
+    with pytest.raises(InvalidKwargsError, match="tools"):
+        SWEEnv(tools="gui")
+    with pytest.raises(InvalidKwargsError, match="output_limit"):
+        SWEEnv(output_limit=10)
+    with pytest.raises(InvalidKwargsError, match="command_timeout"):
+        SWEEnv(command_timeout=0)
+
+
+def test_library_filter_and_task_choice(env: SWEEnv) -> None:
+    lib = select_tasks("test")[0].library
+    only = SWEEnv(split="test", libraries=[lib])
+    try:
+        assert {t.library for t in only.tasks} == {lib}
+        _, info = only.reset(seed=5)
+        assert info["task"]["library"] == lib
+        with pytest.raises(InvalidKwargsError, match="is not a 'test' task"):
+            only.reset(seed=0, options={"task_id": select_tasks("train")[0].id})
+    finally:
+        only.close()
+
+
+def test_the_docker_sandbox_plays_the_same_tasks() -> None:
+    """One container per episode: the oracle resolves, the do-nothing agent does not, and the
+    container is gone after close."""
+    from envgym.sandbox import sandbox_class
+
+    reason = sandbox_class("docker").unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"no Docker sandbox here: {reason}")
+    import docker
+
+    client = docker.from_env()
+    before = {c.id for c in client.containers.list(all=True)}
+    env = envgym.make("envgym/SWE-v0", split="test", sandbox="docker").unwrapped
+    try:
+        for task_id in _sample("test", 2):
+            reward, info, obs = _play(env, Solver("envgym/SWE-v0", 0), task_id)
+            assert reward == 1.0 and info["success"], (task_id, obs)
+            reward, info, _ = _play(env, _Submit(), task_id)
+            assert reward == 0.0 and info["reward_components"]["f2p_fraction_reward"] < 1.0
+    finally:
+        env.close()
+    assert {c.id for c in client.containers.list(all=True)} <= before
