@@ -427,3 +427,22 @@ def test_gui_script_tiny() -> None:
         assert row["speedup"]["reset"] == pytest.approx(theirs["reset_ms"] / ours["reset_ms"], rel=0.01)
     bad = run_script("gui.py", "--episodes", "0")
     assert bad.returncode == 2 and "--episodes" in bad.stderr
+
+
+# ---------------------------------------------------------------- gui_oracle.py
+def test_gui_oracle_script_tiny() -> None:
+    import os
+
+    if not (os.path.exists("/usr/bin/chromium") and importlib.util.find_spec("miniwob")):
+        pytest.skip("needs Debian's chromium and envgym[gui] (scripts/setup.sh installs both)")
+    proc = run_script("gui_oracle.py", "--tasks", "click-button,click-test-2", "--seeds", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["seeds"] == 2 and report["max_turns"] == 20
+    for task in ("click-button", "click-test-2"):
+        row = report["tasks"][task]
+        assert row["oracle"]["wins"] == 2 and row["oracle"]["success"] == 1.0
+        assert 0 <= row["random"]["wins"] <= 2 and row["random"]["mean_turns"] >= 1
+    assert run_script("gui_oracle.py", "--seeds", "0").returncode == 2
+    bad = run_script("gui_oracle.py", "--agents", "nobody", "--tasks", "click-button", "--seeds", "1")
+    assert bad.returncode == 2 and "unknown agent" in bad.stderr

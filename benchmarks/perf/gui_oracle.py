@@ -1,8 +1,11 @@
-"""Success of the MiniWoB oracle (``envgym.agents.solvers.miniwob``), the random agent and
-(optionally) an LLM agent on the MiniWoB tasks, per task.
+"""Success of the MiniWoB oracle (``envgym.agents.solvers.miniwob``) and of the random agent on
+the MiniWoB tasks, per task (LLM agents: ``envgym run ... --agent hf:smollm2``).
 
-    .venv/bin/python benchmarks/perf/gui_oracle.py --seeds 100 --json benchmarks/perf/results/gui_oracle.json
-    .venv/bin/python benchmarks/perf/gui_oracle.py --tasks click-button,enter-text --seeds 5   # a smoke run
+    .venv/bin/python benchmarks/perf/gui_oracle.py --agents oracle --seeds 100 --out oracle.json
+    .venv/bin/python benchmarks/perf/gui_oracle.py --agents random --seeds 20 --max-turns 10 --out random.json
+    .venv/bin/python benchmarks/perf/gui_oracle.py --tasks click-button,enter-text --seeds 5 --json   # a smoke run
+
+(benchmarks/perf/results/gui_oracle.json holds the two runs' task rows together.)
 
 Every episode is ``reset(seed=s)`` of ``envgym/MiniWoB-<task>-v0`` (split ``--split``, seeds
 ``--seed0 .. --seed0+seeds-1``) played to its end (MiniWoB's done, or the env's turn limit).
@@ -62,9 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--max-turns", type=int, default=20, help="turn limit per episode (the suite's; the env's own default is 10)"
     )
-    ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument(
+        "--json", action="store_true", help="print the results as JSON on stdout (the table goes to stderr)"
+    )
+    ap.add_argument("--out", default=None, help="also write the JSON results to this file")
     ap.add_argument("--verbose", action="store_true", help="print every failed episode")
     args = ap.parse_args(argv)
+    if args.seeds < 1:
+        ap.error("--seeds must be >= 1")
+    log = sys.stderr if args.json else sys.stdout
     tasks = [t for t in args.tasks.split(",") if t]
     agents = [a for a in args.agents.split(",") if a]
     results: dict[str, Any] = {
@@ -77,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     for agent in agents:
         if agent not in ("oracle", "random"):
-            raise SystemExit(f"unknown agent {agent!r} (oracle or random; LLM agents: envgym run, see the README)")
+            ap.error(f"unknown agent {agent!r}: oracle or random (LLM agents: envgym run --agent hf:smollm2)")
         for task in tasks:
             env = envgym.make(
                 f"envgym/MiniWoB-{task}-v0", split=args.split, max_turns=args.max_turns, boxes=task in WANTS_BOXES
@@ -89,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                     wins += ok
                     turns += n
                     if not ok and args.verbose:
-                        print(f"  fail {task} seed={seed} turns={n} last={last!r}", flush=True)
+                        print(f"  fail {task} seed={seed} turns={n} last={last!r}", file=log, flush=True)
             finally:
                 env.close()
             row = results["tasks"].setdefault(task, {})
@@ -102,13 +111,16 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(
                 f"{agent:>10} {task:<28} {wins:>4}/{args.seeds}  turns {turns / args.seeds:4.1f}  {time.perf_counter() - t0:6.1f}s",
+                file=log,
                 flush=True,
             )
     results["seconds"] = round(time.perf_counter() - t_start, 1)
-    if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
+    if args.out:
+        with open(args.out, "w", encoding="utf-8") as fh:
             json.dump(results, fh, indent=1, sort_keys=True)
             fh.write("\n")
+    if args.json:
+        print(json.dumps(results, sort_keys=True))
     return 0
 
 

@@ -48,7 +48,11 @@ def diversity_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
     if sized:
         flat = sum(1 for g in sized if max(g) - min(g) <= 1e-9 * max(1.0, abs(max(g))))
         metrics["groups/zero_variance_share"] = flat / len(sized)
-    replies = Counter(turn.completion.strip() for traj in scored for turn in traj.turns)
+    replies = Counter(
+        (turn.completion if turn.completion is not None else turn.action or "").strip()
+        for traj in scored
+        for turn in traj.turns
+    )
     turns = sum(replies.values())
     if turns:
         metrics["policy/top_reply_share"] = replies.most_common(1)[0][1] / turns

@@ -91,11 +91,12 @@ def light(traj: Trajectory) -> Trajectory:
         Turn(
             index=t.index,
             observation="",
-            action="",
+            action=t.action if t.completion is None else "",
             reward=t.reward,
             reward_components={},
             action_valid=t.action_valid,
             format_ok=t.format_ok,
+            completion=t.completion,  # the reply-diversity metrics read it (envgym.trainer.collapse)
         )
         for t in traj.turns
     ]

@@ -16,7 +16,8 @@ from envgym.trainer.collapse import CollapseMonitor, diversity_metrics
 
 @dataclass
 class _Turn:
-    completion: str
+    completion: str | None
+    action: str = ""
 
 
 @dataclass
@@ -47,6 +48,10 @@ def test_diversity_metrics_count_flat_groups_and_the_top_reply() -> None:
     # returns 1, 1, 0, 1: mean 0.75, population std sqrt(3)/4
     assert m["episode/return_std"] == pytest.approx(3**0.5 / 4, rel=1e-12)
     assert diversity_metrics([]) == {}
+    # a policy agent (no completion: the reply is the action) is judged by its actions
+    acting = _Traj(3, 0.0, [])
+    acting.turns = [_Turn(None, "left"), _Turn(None, "up")]
+    assert diversity_metrics([acting])["policy/top_reply_share"] == 0.5
 
 
 def test_monitor_needs_patience_consecutive_collapsed_updates() -> None:
