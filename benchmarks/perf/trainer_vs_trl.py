@@ -240,6 +240,38 @@ def register_bonus_env() -> None:
     )
 
 
+def train_config(settings: Any, out: Path, **overrides: Any) -> Any:
+    """envgym's configuration of the job: GRPO, one pass, no KL or entropy term (as TRL's defaults
+    here); ``overrides`` set the device, dtype and generation backend (the GPU script's too)."""
+    from envgym.trainer import TrainConfig
+
+    return TrainConfig(
+        env_id=settings.env_id,
+        env_kwargs=settings.env_kwargs,
+        model="smollm2",
+        algo="grpo",
+        group_size=settings.group_size,
+        groups_per_update=settings.prompts,
+        updates=settings.updates,
+        lr=settings.lr,
+        micro_batch_size=settings.micro_batch,
+        ppo_epochs=1,
+        minibatches=1,
+        kl_coef=0.0,
+        entropy_coef=0.0,
+        temperature=settings.temperature,
+        top_p=1.0,
+        max_new_tokens=settings.max_new_tokens,
+        gradient_checkpointing=False,
+        seed=settings.seed,
+        eval_every=0,
+        checkpoint_every=0,
+        tensorboard=False,
+        out=str(out),
+        **overrides,
+    )
+
+
 def _load_model() -> tuple[Any, Any]:
     """SmolLM2-135M-Instruct from envgym's converted cache, float32 on CPU (the same for both)."""
     import torch
@@ -336,36 +368,11 @@ def envgym_worker(settings: Settings, conn: Any) -> dict[str, Any]:
 
     from envgym.agents import hf
     from envgym.rollout.rundir import load_trajectories
-    from envgym.trainer import TrainConfig, Trainer
+    from envgym.trainer import Trainer
 
     model, tokenizer = _load_model()
     out = Path(tempfile.mkdtemp(prefix="envgym-vs-trl-"))
-    config = TrainConfig(
-        env_id=settings.env_id,
-        env_kwargs=settings.env_kwargs,
-        model="smollm2",
-        algo="grpo",
-        group_size=settings.group_size,
-        groups_per_update=settings.prompts,
-        updates=settings.updates,
-        lr=settings.lr,
-        micro_batch_size=settings.micro_batch,
-        ppo_epochs=1,
-        minibatches=1,
-        kl_coef=0.0,
-        entropy_coef=0.0,
-        temperature=settings.temperature,
-        top_p=1.0,
-        max_new_tokens=settings.max_new_tokens,
-        gradient_checkpointing=False,
-        dtype="float32",
-        device="cpu",
-        seed=settings.seed,
-        eval_every=0,
-        checkpoint_every=0,
-        tensorboard=False,
-        out=str(out),
-    )
+    config = train_config(settings, out, dtype="float32", device="cpu")
     # Pure generation time and generated tokens: the hf agent's act (prompt tokenisation, decoding).
     generation = _Clock()
     hf.HFAgent.act = generation.wrap(hf.HFAgent.act, lambda outs: sum(len(o.token_ids or ()) for o in outs))

@@ -116,36 +116,7 @@ def missing_requirements() -> list[str]:
 
 def envgym_config(settings: GpuSettings, out: Path) -> Any:
     """envgym's training configuration of the job (vLLM generation, bfloat16 on the GPU)."""
-    from envgym.trainer import TrainConfig
-
-    job = settings.job
-    return TrainConfig(
-        env_id=job.env_id,
-        env_kwargs=job.env_kwargs,
-        model="smollm2",
-        algo="grpo",
-        group_size=job.group_size,
-        groups_per_update=job.prompts,
-        updates=settings.updates,
-        lr=job.lr,
-        micro_batch_size=job.micro_batch,
-        ppo_epochs=1,
-        minibatches=1,
-        kl_coef=0.0,
-        entropy_coef=0.0,
-        temperature=job.temperature,
-        top_p=1.0,
-        max_new_tokens=job.max_new_tokens,
-        generation_backend="vllm",
-        gradient_checkpointing=False,
-        dtype="bfloat16",
-        device="cuda",
-        seed=job.seed,
-        eval_every=0,
-        checkpoint_every=0,
-        tensorboard=False,
-        out=str(out),
-    )
+    return CPU.train_config(settings.job, out, dtype="bfloat16", device="cuda", generation_backend="vllm")
 
 
 def trl_arguments(settings: GpuSettings, out: Path) -> dict[str, Any]:
