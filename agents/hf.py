@@ -33,6 +33,19 @@ together and their caches are stacked for one decoding batch (:meth:`HFAgent._pr
 system turn that starts every prompt of an episode is prefilled once and its KV reused
 (``prefix_cache``, :meth:`HFAgent._bucketed_prefill`).
 
+**Replies among the admissible actions** (``choices="admissible"``). When an input's
+``info["admissible_actions"]`` lists the valid actions, the reply is decoded within them: at each
+step only tokens that continue one of the actions' token sequences can be drawn (the
+renormalised model distribution over them), and the reply ends once it spells a whole action
+that no other action extends (where one does, the end-of-turn token competes with the longer
+ones). The model still scores every choice, so the policy is the model's own preference among
+the valid actions (the action-scoring policies of SayCan and GLAM, drawn token by token);
+``logprobs`` stay the full-vocabulary ones a trainer recomputes and ``sampling_logprobs`` are
+those of the restricted draw. Actions are tokenised on their own, as the first words of the
+reply, and wrapped in ``<action>...</action>`` when the input's stop strings hold
+``</action>`` (the harness's action tags). Inputs without an action list (open action sets)
+decode freely.
+
 Sampling uses the exponential race (Gumbel-max trick): see :func:`sample_next_tokens`.
 Generators live on the model's device, so CPU and GPU runs of the same seeds draw different
 numbers.
@@ -74,6 +87,26 @@ class _Row:
     stop_window: int = 0
     stop_string: str | None = None
     prefix: int = 0  # leading prompt ids (the system turn) whose KV the prefix cache may hold
+    choices: tuple[tuple[int, ...], ...] | None = None  # token ids of the admissible replies
+
+    def allowed(self, end_ids: Any) -> list[int] | None:
+        """Token ids that may come next under ``choices`` (``None``: any token)."""
+        if self.choices is None:
+            return None
+        n = len(self.tokens)
+        done = tuple(self.tokens)
+        longer = {c[n] for c in self.choices if len(c) > n and c[:n] == done}
+        if done in self.choices and longer and end_ids:
+            longer.add(min(end_ids))  # end here, or go on to a longer action
+        return sorted(longer) or None
+
+    def chose(self) -> bool:
+        """Whether the reply spells a whole choice that no other choice extends."""
+        if self.choices is None:
+            return False
+        done = tuple(self.tokens)
+        n = len(done)
+        return done in self.choices and not any(len(c) > n and c[:n] == done for c in self.choices)
 
 
 def _mix_seed(*parts: object) -> int:
@@ -112,6 +145,8 @@ class HFAgent(Agent):
         tokenizer: the tokenizer that goes with ``model_obj``.
         ignore_eos: keep generating past stop tokens and stop strings until the token limit (for
             throughput benchmarks only: replies then always end with ``finish_reason="length"``).
+        choices: ``"free"`` (default): any reply; ``"admissible"``: replies are decoded within the
+            input's ``info["admissible_actions"]`` when it lists them (see the module docstring).
         name: shown in reports; default ``"hf:<model>"``.
         prefix_cache: how many system turns to keep the KV cache of (0: none). A chat prompt
             whose first message is a system message starts with that message's tokens every turn
@@ -141,6 +176,7 @@ class HFAgent(Agent):
         ignore_eos: bool = False,
         name: str | None = None,
         prefix_cache: int = 256,
+        choices: str = "free",
     ) -> None:
         checks = [
             ("temperature", temperature, isinstance(temperature, int | float) and temperature >= 0, "a number >= 0"),
@@ -150,6 +186,7 @@ class HFAgent(Agent):
             ("batch_size", batch_size, isinstance(batch_size, int) and batch_size >= 1, "an int >= 1"),
             ("prefix_cache", prefix_cache, isinstance(prefix_cache, int) and prefix_cache >= 0, "an int >= 0"),
             ("seed", seed, isinstance(seed, int), "an int"),
+            ("choices", choices, choices in CHOICES, f"one of {', '.join(map(repr, CHOICES))}"),
         ]
         for arg, value, ok, expected in checks:
             if not ok or isinstance(value, bool):
@@ -169,6 +206,8 @@ class HFAgent(Agent):
         self.batch_size = batch_size
         self.ignore_eos = ignore_eos
         self.prefix_cache = prefix_cache
+        self.choices = choices
+        self._choice_ids: dict[str, tuple[int, ...]] = {}  # action text -> its token ids
         # System-turn token ids -> that prefix's KV per layer ((keys, values), batch 1), most
         # recently used last. See _bucketed_prefill.
         self._prefixes: collections.OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = collections.OrderedDict()
@@ -308,6 +347,7 @@ class HFAgent(Agent):
             window = max((len(text.encode("utf-8")) for text in stop), default=0) + 4
             row = _Row(prompt, limit, self._generator(item), [], [], [], stop=stop, stop_window=window)
             row.prefix = self._system_prefix(item, prompt)
+            row.choices = self._choices(item, limit)
             rows.append(row)
         # Similar lengths share micro-batches (less padding); results do not depend on the grouping.
         order = sorted(range(len(rows)), key=lambda i: len(rows[i].prompt))
@@ -327,9 +367,33 @@ class HFAgent(Agent):
                 model.train()
         return [self._output(row) for row in rows]
 
+    def _choices(self, item: AgentInput, limit: int) -> tuple[tuple[int, ...], ...] | None:
+        """The token ids of the replies ``item`` may get under ``choices="admissible"``, or
+        ``None`` (free decoding: the mode is off, the input lists no actions, or none fits in
+        ``limit`` tokens)."""
+        if self.choices != "admissible":
+            return None
+        actions = item.info.get("admissible_actions") if isinstance(item.info, dict) else None
+        if not isinstance(actions, list | tuple) or not actions:
+            return None
+        tagged = "</action>" in item.stop
+        out: dict[tuple[int, ...], None] = {}
+        for action in actions:
+            text = f"<action>{action}</action>" if tagged else str(action)
+            ids = self._choice_ids.get(text)
+            if ids is None:
+                ids = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+                self._choice_ids[text] = ids
+            if 0 < len(ids) <= limit:
+                out[ids] = None
+        return tuple(out) or None
+
     def _output(self, row: _Row) -> AgentOutput:
         text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
-        extra: dict[str, Any] = {"sampling_logprobs": list(row.sampling_logprobs), "sampling": dict(self._sampling)}
+        sampling = dict(self._sampling)
+        if row.choices is not None:
+            sampling["restricted"] = True  # drawn among the admissible actions only
+        extra: dict[str, Any] = {"sampling_logprobs": list(row.sampling_logprobs), "sampling": sampling}
         if row.stop_string is not None:
             extra["stop_string"] = row.stop_string
         return AgentOutput(
@@ -512,12 +576,14 @@ class HFAgent(Agent):
         next_position = position_ids[:, -1:] + 1
         active = list(range(len(rows)))  # row index of each batch line
         while True:
+            allowed = [rows[r].allowed(self.stop_token_ids) for r in active]
             tokens, model_lp, sampling_lp = sample_next_tokens(
                 logits,
                 [rows[r].generator for r in active],
                 temperature=self.temperature,
                 top_k=self.top_k,
                 top_p=self.top_p,
+                allowed=allowed if any(a is not None for a in allowed) else None,
             )
             keep = []
             for line, r in enumerate(active):
@@ -532,7 +598,7 @@ class HFAgent(Agent):
                     stopped = True
                 else:
                     row.stop_string = self._stop_string_hit(row) if row.stop else None
-                    stopped = row.stop_string is not None
+                    stopped = row.stop_string is not None or row.chose()
                 if stopped:
                     row.finish_reason = "stop"
                 elif len(row.tokens) >= row.limit:
@@ -553,6 +619,8 @@ class HFAgent(Agent):
             next_position = next_position + 1
 
 
+#: The ``choices`` modes: any reply, or one of the input's admissible actions.
+CHOICES = ("free", "admissible")
 #: The shortest system turn worth caching (in tokens): shorter ones are prefilled with the prompt.
 MIN_PREFIX = 16
 #: A prefill bucket holds prompts whose padding adds at most this share of computed positions ...
@@ -603,7 +671,13 @@ def _stop_strings(item: AgentInput) -> tuple[str, ...]:
 
 
 def sample_next_tokens(
-    logits: Any, generators: Sequence[Any], *, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0
+    logits: Any,
+    generators: Sequence[Any],
+    *,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    allowed: Sequence[Sequence[int] | None] | None = None,
 ) -> tuple[Any, Any, Any]:
     """Pick one token per line of ``logits`` (``[batch, vocab]``), line ``i`` drawing from ``generators[i]``.
 
@@ -617,6 +691,10 @@ def sample_next_tokens(
     two best scores are within rounding of each other, so a line's draw hardly ever depends on
     the other lines of the batch.
 
+    ``allowed`` (one entry per line, ``None`` for no restriction) restricts a line to those token
+    ids before temperature and truncation: the draw (and argmax) is from the model distribution
+    renormalised over them.
+
     Returns:
         CPU tensors ``(tokens, model_logprobs, sampling_logprobs)``: the chosen ids; their
         log-probability under ``log_softmax(logits)`` (temperature 1, no truncation); and under the
@@ -626,6 +704,15 @@ def sample_next_tokens(
 
     logits = logits.float()
     model_lp_all = torch.log_softmax(logits, dim=-1)
+    restricted = allowed is not None and any(ids is not None for ids in allowed)
+    if restricted:
+        assert allowed is not None
+        keep = torch.ones_like(logits, dtype=torch.bool)
+        for line, ids in enumerate(allowed):
+            if ids is not None:
+                keep[line] = False
+                keep[line, torch.as_tensor(list(ids), dtype=torch.long, device=logits.device)] = True
+        logits = logits.masked_fill(~keep, float("-inf"))
     if temperature == 0:
         tokens = logits.argmax(dim=-1)
         sampling_lp = torch.zeros(len(generators), dtype=torch.float32)
@@ -644,7 +731,8 @@ def sample_next_tokens(
                 drop |= mass_before >= top_p
             drop[:, 0] = False  # the most likely token always stays
             scaled = scaled.masked_fill(torch.zeros_like(drop).scatter_(-1, order, drop), float("-inf"))
-        log_probs = model_lp_all if temperature == 1 and not truncate else torch.log_softmax(scaled, dim=-1)
+        plain = temperature == 1 and not truncate and not restricted
+        log_probs = model_lp_all if plain else torch.log_softmax(scaled, dim=-1)
         noise = torch.stack([torch.empty(vocab, device=logits.device).exponential_(generator=g) for g in generators])
         tokens = (log_probs - noise.clamp_min(1e-30).log()).argmax(dim=-1)
         sampling_lp = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)

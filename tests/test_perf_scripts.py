@@ -233,7 +233,7 @@ def test_learn_presets_build_valid_configs(tmp_path: Path) -> None:
 
     learn = load_script("learn.py")
     for name, preset in learn.PRESETS.items():
-        args = argparse.Namespace(lr=None, updates=3, seed=0, out=tmp_path / name)
+        args = argparse.Namespace(lr=None, updates=3, seed=0, out=tmp_path / name, device="cpu")
         config = learn.train_config(args, preset)
         assert config.env_id == preset["env_id"] and config.max_turns == preset["max_turns"]
         env = gym.make(preset["env_id"], **preset["env_kwargs"], split="test")

@@ -62,6 +62,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "temperature": 1.0,
             "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
             "reward_wrappers": [{"progress_shaping": {"gamma": 1.0, "scale": 1.0}}],
+            "choices": "admissible",
         },
     },
 }
@@ -95,8 +96,8 @@ def train_config(args: argparse.Namespace, preset: dict[str, Any]) -> Any:
         micro_batch_size=16,
         eval_every=0,
         checkpoint_every=5,
-        device="cpu",
-        dtype="float32",
+        device=args.device,
+        dtype="float32" if args.device == "cpu" else "bfloat16",
         seed=args.seed,
         prompt=prompt_config(preset),
         out=str(args.out / "train"),
@@ -139,7 +140,11 @@ def evaluate(agent_spec: str, preset: dict[str, Any], *, episodes: int, folder: 
     from envgym.rollout.runner import RunConfig, Runner
     from envgym.rollout.specs import make_agent
 
-    options = {} if agent_spec == "random" else {"temperature": 0.0, "max_new_tokens": preset["max_new_tokens"]}
+    options = (
+        {}
+        if agent_spec == "random"
+        else {"temperature": 0.0, "max_new_tokens": preset["max_new_tokens"], "choices": preset["train"]["choices"]}
+    )
     agent = make_agent(agent_spec, seed=0, **options)
     config = RunConfig(
         env_id=preset["env_id"],
@@ -169,6 +174,7 @@ def evaluate(agent_spec: str, preset: dict[str, Any], *, episodes: int, folder: 
     return {
         "agent": agent_spec,
         "temperature": options.get("temperature"),
+        "choices": options.get("choices"),
         "episodes": len(scored),
         "success_rate": wins / len(scored) if scored else math.nan,
         "success_ci95": wilson(wins, len(scored)),
@@ -299,7 +305,10 @@ def export_adapter(checkpoint: Path, preset: dict[str, Any], summary: dict[str, 
         "recipe": preset["train"],
         "trained_s": summary["train"]["seconds"],
         "updates": summary["train"]["final_update"],
-        "eval": {k: {"success_rate": v["success_rate"], "success_ci95": v["success_ci95"]} for k, v in summary["eval"].items()},
+        "eval": {
+            k: {"success_rate": v["success_rate"], "success_ci95": v["success_ci95"]}
+            for k, v in summary["eval"].items()
+        },
         "reproduce": command,
     }
     (target / "envgym-adapter.json").write_text(json.dumps(meta, indent=2) + "\n")
@@ -314,6 +323,12 @@ def main() -> int:
     parser.add_argument("--eval-episodes", type=int, default=200)
     parser.add_argument("--lr", type=float, default=None, help="override the preset's learning rate")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where to train (cuda: bfloat16); the evaluations run where the hf agent puts them (CUDA when available)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="run folder (default runs/learn-<preset>)")
     parser.add_argument("--export", action="store_true", help="copy the trained adapter into envgym/adapters/")
     args = parser.parse_args()
@@ -327,11 +342,15 @@ def main() -> int:
         cached = args.out / f"eval-{phase}.json"
         if cached.exists():
             doc = json.loads(cached.read_text())
-            if doc.get("episodes") == args.eval_episodes and doc.get("agent") == agent:
+            wanted = None if agent == "random" else preset["train"]["choices"]
+            if doc.get("episodes") == args.eval_episodes and doc.get("agent") == agent and doc.get("choices") == wanted:
                 return doc
         doc = evaluate(agent, preset, episodes=args.eval_episodes, folder=args.out / f"eval-{phase}")
         cached.write_text(json.dumps(doc))
-        print(f"{phase}: success {doc['success_rate']:.3f} {doc['success_ci95']}  valid {doc['valid_action_rate']:.3f}", flush=True)
+        print(
+            f"{phase}: success {doc['success_rate']:.3f} {doc['success_ci95']}  valid {doc['valid_action_rate']:.3f}",
+            flush=True,
+        )
         return doc
 
     random_eval = evaluated("random", "random")
@@ -388,8 +407,10 @@ def main() -> int:
             f"{phase:6s} success {ev['success_rate']:.3f} [{ev['success_ci95'][0]:.3f}, {ev['success_ci95'][1]:.3f}]  "
             f"valid {ev['valid_action_rate']:.3f}"
         )
-    print(f"trained interval above untrained: {summary['verdict']['after_above_before']}, above random: "
-          f"{summary['verdict']['after_above_random']}")
+    print(
+        f"trained interval above untrained: {summary['verdict']['after_above_before']}, above random: "
+        f"{summary['verdict']['after_above_random']}"
+    )
     if args.export:
         command = f"python benchmarks/perf/learn.py --preset {args.preset} --minutes {args.minutes:g} --seed {args.seed} --export"
         target = export_adapter(Path(trained["checkpoint"]), preset, summary, command)

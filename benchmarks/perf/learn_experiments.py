@@ -34,7 +34,8 @@ RESULTS = HERE / "results" / "learn_experiments.json"
 SYSTEM = "You are playing a grid game. Reply with a single word: up, down, left or right."
 LORA = {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8}
 SHAPING = [{"progress_shaping": {"gamma": 1.0, "scale": 1.0}}]
-#: The common start: FrozenLake easy, the local view, GRPO with LoRA on the top 8 layers.
+#: The common start: FrozenLake easy, the local view, replies among the admissible actions, GRPO
+#: with LoRA on the top 8 layers.
 BASE: dict[str, Any] = {
     "env_id": "envgym/FrozenLake-v0",
     "env_kwargs": {"difficulty": "easy", "view": "local"},
@@ -47,10 +48,13 @@ BASE: dict[str, Any] = {
     "temperature": 1.0,
     "lora": LORA,
     "reward_wrappers": SHAPING,
+    "choices": "admissible",
 }
 #: name -> (what it tests, the settings that differ from BASE).
 EXPERIMENTS: dict[str, tuple[str, dict[str, Any]]] = {
-    "local-grpo-shaped": ("the recipe: local view, progress shaping, LoRA top 8, lr 3e-4", {}),
+    "local-grpo-shaped": ("local view, admissible replies, progress shaping, LoRA top 8, lr 3e-4", {}),
+    "local-grpo-free": ("free replies: the format is learned too", {"choices": "free"}),
+    "local-gigpo-free": ("free replies, GiGPO step groups", {"choices": "free", "algo": "gigpo"}),
     "local-grpo-sparse": ("no shaping: success reward only", {"reward_wrappers": None}),
     "grid-grpo-shaped": ("the map view instead of the local view", {"env_kwargs": {"difficulty": "easy"}}),
     "local-gigpo-shaped": ("GiGPO step groups instead of GRPO", {"algo": "gigpo"}),
@@ -60,10 +64,51 @@ EXPERIMENTS: dict[str, tuple[str, dict[str, Any]]] = {
     "local-grpo-t07": ("sampling temperature 0.7", {"temperature": 0.7}),
     "local-grpo-entropy": ("an entropy bonus of 0.01", {"entropy_coef": 0.01}),
     "local-grpo-full": ("full fine-tuning (lr 1e-5) instead of LoRA", {"lora": None, "lr": 1e-5}),
+    "local-grpo-t2": (
+        "sampling temperature 2 (the base model's choice among four words is peaked)",
+        {"temperature": 2.0},
+    ),
+    "local-grpo-horizon-t2": (
+        "horizon curriculum 1 -> 3 -> 6 moves, temperature 2",
+        {"horizon": [[0, 1], [15, 3], [30, 6]], "temperature": 2.0},
+    ),
+    "local-grpo-bandit": (
+        "one move per episode (a contextual bandit), 16 groups of 4, temperature 2, lr 2e-4",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 2.0, "lr": 2e-4},
+    ),
+    "local-grpo-bandit-t4": (
+        "one move per episode, 16 groups of 4, temperature 4, lr 3e-4",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 4.0},
+    ),
+    "local-grpo-bandit-g16": (
+        "one move per episode, 4 groups of 16 (fewer groups with one reply), temperature 4, lr 3e-4",
+        {"max_turns": 1, "group_size": 16, "groups_per_update": 4, "temperature": 4.0},
+    ),
+    "local-grpo-bandit-g16-lr1e-4": (
+        "one move per episode, 4 groups of 16, temperature 4, lr 1e-4",
+        {"max_turns": 1, "group_size": 16, "groups_per_update": 4, "temperature": 4.0, "lr": 1e-4},
+    ),
+    "local-grpo-bandit-uniform": (
+        "one move per episode, 16 groups of 4, temperature 50 (uniform among the four actions), lr 3e-4",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 50.0},
+    ),
+    "local-grpo-bandit-uniform-lr2e-3": (
+        "one move per episode, 16 groups of 4, temperature 50, lr 2e-3",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 50.0, "lr": 2e-3},
+    ),
+    "local-grpo-t4": ("sampling temperature 4", {"temperature": 4.0}),
+    "local-gigpo-t2": (
+        "GiGPO step groups, 4 groups of 8, temperature 2, lr 2e-4",
+        {"algo": "gigpo", "groups_per_update": 4, "temperature": 2.0, "lr": 2e-4},
+    ),
+    "local-grpo-horizon": (
+        "horizon curriculum: one move per episode, then 3, then 6",
+        {"horizon": [[0, 1], [15, 3], [30, 6]]},
+    ),
 }
 
 
-def run(name: str, minutes: float, out: Path, seed: int) -> dict[str, Any]:
+def run(name: str, minutes: float, out: Path, seed: int, checkpoint_every: int = 0) -> dict[str, Any]:
     from envgym.rollout.prompting import PromptConfig
     from envgym.trainer import TrainConfig, Trainer
 
@@ -74,7 +119,7 @@ def run(name: str, minutes: float, out: Path, seed: int) -> dict[str, Any]:
         updates=1000,
         micro_batch_size=16,
         eval_every=0,
-        checkpoint_every=0,
+        checkpoint_every=checkpoint_every,
         device="cpu",
         dtype="float32",
         seed=seed,
@@ -146,6 +191,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/learn-experiments"))
     parser.add_argument("--table", action="store_true", help="print the recorded table and exit")
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="keep checkpoints to evaluate (0: the last)")
     args = parser.parse_args()
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     if not args.table:
@@ -156,7 +202,9 @@ def main() -> int:
                 import shutil
 
                 shutil.rmtree(out / name)  # a screening run starts from scratch
-            results[name] = run(name, args.minutes, out, args.seed)
+            row = run(name, args.minutes, out, args.seed, args.checkpoint_every)
+            # read again: another process may have recorded its experiment meanwhile
+            results = {**(json.loads(RESULTS.read_text()) if RESULTS.exists() else {}), name: row}
             RESULTS.parent.mkdir(exist_ok=True)
             RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     print(table(results))

@@ -136,6 +136,7 @@ class Settings:
     threads: int | None = 1
     length_bonus: float = 0.0
     profile: bool = False
+    device: str = "cpu"
 
     @property
     def episodes(self) -> int:
@@ -272,13 +273,13 @@ def train_config(settings: Any, out: Path, **overrides: Any) -> Any:
     )
 
 
-def _load_model() -> tuple[Any, Any]:
-    """SmolLM2-135M-Instruct from envgym's converted cache, float32 on CPU (the same for both)."""
+def _load_model(device: str) -> tuple[Any, Any]:
+    """SmolLM2-135M-Instruct from envgym's converted cache, float32 on ``device`` (the same for both)."""
     import torch
 
     from envgym.models import load_causal_lm
 
-    return load_causal_lm("smollm2", device="cpu", dtype=torch.float32)
+    return load_causal_lm("smollm2", device=device, dtype=torch.float32)
 
 
 # ------------------------------------------------------------------------------------ workers
@@ -308,6 +309,7 @@ class Gate:
 
     def done(self, report: dict[str, Any]) -> None:
         """The step ended: send its report, then wait for the next command."""
+        _synchronize()  # on a GPU the step ends when its queued kernels have run
         wall = time.perf_counter() - self.started
         cpu = time.process_time() - self.cpu_started
         report = {"event": "step", "step": self.step, "wall_s": wall, "cpu_s": cpu, "rss_mb": _rss_mb(), **report}
@@ -317,6 +319,13 @@ class Gate:
             self.profiler = None
         self.conn.send(report)
         self.wait()
+
+
+def _synchronize() -> None:
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _rss_mb() -> float | None:
@@ -370,9 +379,9 @@ def envgym_worker(settings: Settings, conn: Any) -> dict[str, Any]:
     from envgym.rollout.rundir import load_trajectories
     from envgym.trainer import Trainer
 
-    model, tokenizer = _load_model()
+    model, tokenizer = _load_model(settings.device)
     out = Path(tempfile.mkdtemp(prefix="envgym-vs-trl-"))
-    config = train_config(settings, out, dtype="float32", device="cpu")
+    config = train_config(settings, out, dtype="float32", device=settings.device)
     # Pure generation time and generated tokens: the hf agent's act (prompt tokenisation, decoding).
     generation = _Clock()
     hf.HFAgent.act = generation.wrap(hf.HFAgent.act, lambda outs: sum(len(o.token_ids or ()) for o in outs))
@@ -425,7 +434,7 @@ def trl_worker(settings: Settings, conn: Any) -> dict[str, Any]:
     from trl import GRPOConfig, GRPOTrainer
 
     hf_logging.set_verbosity_error()
-    model, tokenizer = _load_model()
+    model, tokenizer = _load_model(settings.device)
     dataset = Dataset.from_list(task_prompts(settings))
     out = Path(tempfile.mkdtemp(prefix="trl-vs-envgym-"))
     args = GRPOConfig(
@@ -450,7 +459,7 @@ def trl_worker(settings: Settings, conn: Any) -> dict[str, Any]:
         max_steps=settings.updates,
         bf16=False,
         fp16=False,
-        use_cpu=True,
+        use_cpu=settings.device == "cpu",
         gradient_checkpointing=False,
         shuffle_dataset=False,
         remove_unused_columns=False,
@@ -692,7 +701,7 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
         "task": {
             "env_id": settings.env_id,
             "env_kwargs": settings.env_kwargs,
-            "model": "smollm2 (SmolLM2-135M-Instruct, float32, CPU)",
+            "model": f"smollm2 (SmolLM2-135M-Instruct, float32, {settings.device})",
         },
         "settings": asdict(settings),
         "versions": _versions(),
@@ -716,7 +725,7 @@ def format_table(result: dict[str, Any]) -> str:
     """The human-readable report."""
     summary, settings, machine = result["summary"], result["settings"], result["machine"]
     title = (
-        f"GRPO update step, {result['task']['env_id']} {result['task']['env_kwargs']}, SmolLM2-135M fp32 CPU: "
+        f"GRPO update step, {result['task']['env_id']} {result['task']['env_kwargs']}, SmolLM2-135M fp32 {settings.get('device', 'cpu')}: "
         f"{settings['prompts']} prompts x {settings['group_size']} completions, <= {settings['max_new_tokens']} new "
         f"tokens, micro-batch {settings['micro_batch']}; median of {settings['steps']} interleaved steps after "
         f"{settings['warmup']} warm-up"
@@ -787,6 +796,12 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Settings, argparse.Namespace
         "within a group and every sequence is trained (see register_bonus_env); 0: the plain env reward",
     )
     parser.add_argument("--profile", action="store_true", help="one more step per trainer under cProfile")
+    parser.add_argument(
+        "--device",
+        choices=("cpu", "cuda"),
+        default="cpu",
+        help="where both trainers run (cuda: one GPU shared by the two processes, which still take turns)",
+    )
     parser.add_argument("--out", type=Path, default=RESULT, help=f"JSON result file (default {RESULT})")
     parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
     args = parser.parse_args(argv)
@@ -814,6 +829,7 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Settings, argparse.Namespace
         threads=args.threads or None,
         length_bonus=args.length_bonus,
         profile=args.profile,
+        device=args.device,
     )
     return settings, args
 

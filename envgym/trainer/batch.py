@@ -13,7 +13,8 @@ the policy. The ``hf`` agent records two lists per turn: ``Turn.logprobs`` (``lo
 restricted to the top-p / top-k set and renormalised), with ``extra["sampling"]`` naming ``T``,
 ``top_p`` and ``top_k``. :func:`collect` (with the run's ``temperature``) takes ``Turn.logprobs`` at
 ``T = 1`` and the sampling log-probs at ``T != 1`` when nothing truncated them; when they were
-truncated (``top_p < 1``) neither list is the policy's, and the sample is flagged
+truncated (``top_p < 1``) or restricted to the admissible actions (``choices="admissible"``,
+``extra["sampling"]["restricted"]``) the sampling list is not the policy's, and the sample is flagged
 (``TurnSample.logprobs_match = False``) so the trainer recomputes its old log-probs with one
 forward pass before the update.
 
@@ -114,6 +115,8 @@ def policy_logprobs(turn: Turn, temperature: float = 1.0) -> list[float] | None:
     if not isinstance(used, (int, float)) or not math.isclose(float(used), temperature, rel_tol=1e-9, abs_tol=0.0):
         return None
     if float(sampling.get("top_p", 1.0) or 1.0) < 1.0 or int(sampling.get("top_k", 0) or 0) > 0:
+        return None
+    if sampling.get("restricted"):  # drawn among some tokens only (choices="admissible"): not the policy's
         return None
     return [float(lp) for lp in values]
 

@@ -353,6 +353,7 @@ class HFGeneration:
             top_p=top_p,
             max_new_tokens=cfg.max_new_tokens,
             batch_size=cfg.generation_batch_size,
+            choices=cfg.choices,
             name=name,
         )
 

@@ -178,7 +178,12 @@ def play_rollout(
     # One task list, one harness run: the whole update's episodes share the generation batches.
     tasks = episode_tasks(seeds, env, max_turns, cfg.group_size)
     run_config = RunConfig(
-        agent_options={"temperature": cfg.temperature, "top_p": cfg.top_p, "max_new_tokens": cfg.max_new_tokens},
+        agent_options={
+            "temperature": cfg.temperature,
+            "top_p": cfg.top_p,
+            "max_new_tokens": cfg.max_new_tokens,
+            "choices": cfg.choices,
+        },
         tasks=tasks,
         seed=cfg.seed,
         group_size=cfg.group_size,
@@ -208,7 +213,7 @@ def play_evaluation(
     cfg = _resolved(config)
     run_config = RunConfig(
         env_id=cfg.env_id,
-        agent_options={"temperature": 0.0, "max_new_tokens": cfg.max_new_tokens},
+        agent_options={"temperature": 0.0, "max_new_tokens": cfg.max_new_tokens, "choices": cfg.choices},
         episodes=cfg.eval_episodes,
         seed=0,
         env_kwargs=cfg.resolved_eval_env_kwargs,

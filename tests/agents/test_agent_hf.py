@@ -444,3 +444,81 @@ def test_stop_strings_are_checked_and_ignored_with_ignore_eos(tiny: tuple[Any, A
     assert len(out.token_ids) == 10 and out.finish_reason == "length"
     with pytest.raises(ConfigError, match="AgentInput.stop must be a tuple of strings"):
         agent.act([dataclasses.replace(item(0), stop="</action>")])  # type: ignore[arg-type]
+
+
+# ----------------------------------------------------------------------------- choices="admissible"
+ACTIONS = ["up", "down", "left", "right", "go north", "go north east"]
+
+
+def choice_item(i: int, actions: Sequence[str] | None, *, stop: tuple[str, ...] = ()) -> AgentInput:
+    question = "Where do you go? " + QUESTIONS[i % len(QUESTIONS)]
+    info = {} if actions is None else {"admissible_actions": list(actions)}
+    return AgentInput(
+        f"ep{i}", "envgym/Test-v0", question, info, 0, ({"role": "user", "content": question},), stop=stop
+    )
+
+
+def test_sampler_restricts_lines_to_their_allowed_tokens() -> None:
+    probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
+    n = 6000
+    logits = probs.log().expand(n, 4)
+    generators = [torch.Generator().manual_seed(i) for i in range(n)]
+    allowed: list[list[int] | None] = [[1, 3]] * (n // 2) + [None] * (n // 2)
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, allowed=allowed)
+    restricted, free = tokens[: n // 2], tokens[n // 2 :]
+    assert set(restricted.tolist()) == {1, 3}
+    share = float((restricted == 1).float().mean())  # 0.3 / (0.3 + 0.05)
+    assert abs(share - 0.3 / 0.35) <= 4.5 * math.sqrt((0.3 / 0.35) * (0.05 / 0.35) / (n // 2))
+    assert set(free.tolist()) == {0, 1, 2, 3}
+    # model log-probs stay the full distribution's; sampling log-probs are the renormalised ones
+    assert_close_scaled(model_lp, probs.log()[tokens], dtype=torch.float32, ulps=FEW_OPS)
+    renorm = torch.where(torch.arange(n) < n // 2, (probs / 0.35).log()[tokens], probs.log()[tokens])
+    assert_close_scaled(sampling_lp, renorm, dtype=torch.float32, ulps=FEW_OPS)
+    greedy, _, greedy_lp = sample_next_tokens(logits[:2], generators[:2], temperature=0.0, allowed=[[2, 3], None])
+    assert greedy.tolist() == [2, 0] and greedy_lp.eq(0).all()
+
+
+def test_admissible_choices_reply_with_a_whole_action(tiny: tuple[Any, Any]) -> None:
+    agent = started(agent_for(tiny, temperature=1.0, choices="admissible"), range(40))
+    inputs = [choice_item(i, ACTIONS) for i in range(40)]
+    outputs = agent.act(inputs)
+    texts = [out.text for out in outputs]
+    assert set(texts) <= set(ACTIONS)  # the near-uniform tiny model would never spell these unaided
+    assert len(set(texts)) >= 3
+    for out in outputs:
+        assert out.finish_reason == "stop"
+        same_logprobs(out.logprobs, *teacher_forced_logprobs(tiny[0], out.prompt_token_ids, out.token_ids))
+        assert all(s >= m - 1e-6 for s, m in zip(out.extra["sampling_logprobs"], out.logprobs, strict=True))
+    # "go north" is a prefix of "go north east": there the end-of-turn token competes, so both occur
+    # only through a choice the model made; the reply of a prefix action ends with that token.
+    for out in outputs:
+        if out.text == "go north":
+            assert out.token_ids[-1] in agent.stop_token_ids
+    # the same seeds draw the same replies, and greedy picks the model's most likely action
+    again = started(agent_for(tiny, temperature=1.0, choices="admissible"), range(40)).act(inputs)
+    assert [o.token_ids for o in again] == [o.token_ids for o in outputs]
+    four = ["up", "down", "left", "right"]
+    ids = {a: agent.tokenizer(a, add_special_tokens=False)["input_ids"] for a in four}
+    assert all(len(v) == 1 for v in ids.values())  # one token each in SmolLM2's vocabulary
+    greedy = agent_for(tiny, temperature=0.0, choices="admissible").act([choice_item(i, four) for i in range(6)])
+    for out in greedy:
+        with torch.inference_mode():
+            last = tiny[0](input_ids=torch.tensor([out.prompt_token_ids])).logits[0, -1].float()
+        assert out.text == max(four, key=lambda a: float(last[ids[a][0]]))  # the model's favourite action
+
+
+def test_admissible_choices_fall_back_to_free_decoding_and_wrap_action_tags(tiny: tuple[Any, Any]) -> None:
+    agent = started(agent_for(tiny, temperature=1.0, choices="admissible", max_new_tokens=6), range(8))
+    free = agent.act([choice_item(i, None) for i in range(4)])  # no action list: decoded freely
+    assert all(out.text not in ACTIONS for out in free)
+    tagged = agent_for(tiny, temperature=1.0, choices="admissible", max_new_tokens=12).act(
+        [choice_item(i, ["up", "down"], stop=("</action>",)) for i in range(4)]
+    )
+    assert {out.text for out in tagged} <= {"<action>up</action>", "<action>down</action>"}
+    assert all(out.extra.get("stop_string") == "</action>" for out in tagged)
+    short = agent_for(tiny, temperature=1.0, choices="admissible", max_new_tokens=1).act(
+        [choice_item(0, ["go north east", "up"])]  # only "up" fits in one token
+    )
+    assert short[0].text == "up"
+    with pytest.raises(ConfigError, match="choices must be one of 'free', 'admissible'"):
+        agent_for(tiny, choices="constrained")

@@ -402,6 +402,11 @@ def test_dynamic_sampling_and_curricula(tmp_path: Path) -> None:
         ({"task_pool": 8, "task_filter": True, "task_filter_groups": 0}, r"task_filter_groups must be an integer >= 1"),
         ({"rollout_backend": "procs"}, r"rollout_backend must be one of .* Did you mean 'process'\?"),
         ({"rollout_workers": 2}, r"rollout_workers=2 needs rollout_backend='process' or 'ray'"),
+        ({"choices": "tags"}, r"choices must be one of 'free', 'admissible'"),
+        (
+            {"choices": "admissible", "generation_backend": "vllm"},
+            r"choices='admissible' needs generation_backend='hf'",
+        ),
         ({"rollout_backend": "process", "rollout_workers": 0}, r"rollout_workers must be an integer >= 1"),
     ],
 )
@@ -569,3 +574,72 @@ def test_skipping_part_of_a_micro_batch_gives_the_same_gradient(
     assert grads.keys() == grads_all.keys()
     for name, value in grads_all.items():
         assert_close_scaled(grads[name], value, dtype=torch.float32, ulps=ONE_PASS, msg=name)
+
+
+def test_admissible_choices_train_on_valid_replies_only(tmp_path: Path) -> None:
+    """choices='admissible': every training and evaluation reply is one of the env's actions (the
+    tiny model, near uniform over 49k tokens, would never write one unaided), the stored token ids
+    are the sampled ones, and the update moves the weights."""
+    from envgym.rollout.rundir import load_trajectories
+
+    cfg = config(
+        tmp_path,
+        env_id="envgym/FrozenLake-v0",
+        env_kwargs={"difficulty": "easy", "view": "local"},
+        choices="admissible",
+        max_new_tokens=2,
+        max_turns=3,
+        group_size=4,
+        groups_per_update=2,
+        updates=2,
+        eval_every=2,
+        eval_episodes=4,
+        ppo_epochs=1,
+    )
+    result = train(cfg)
+    assert [row["episode/valid_action_rate"] for row in result.rows if "episode/return" in row] == [1.0, 1.0]
+    assert any(row.get("eval/valid_action_rate") == 1.0 for row in result.rows)
+    actions = {"up", "down", "left", "right"}
+    replies = [
+        turn.completion
+        for update in ("update-000001", "update-000002")
+        for t in load_trajectories(tmp_path / "run" / "rollouts" / update)
+        for turn in t.turns
+    ]
+    assert replies and set(replies) <= actions and len(set(replies)) >= 2
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["choices"] == "admissible"
+
+
+def test_admissible_choices_at_a_temperature_recompute_the_old_logprobs(tmp_path: Path) -> None:
+    """Replies drawn among the admissible actions at temperature 2: the recorded sampling log-probs
+    are those of the restricted draw, not the policy's (logits / 2 over the whole vocabulary), so
+    the trainer recomputes the old log-probs and the first pass starts at ratio 1, unclipped (with
+    the restricted ones as old log-probs every ratio would be far below 1 and clipped)."""
+    from envgym.trainer.batch import collect
+
+    cfg = config(
+        tmp_path,
+        env_id="envgym/FrozenLake-v0",
+        env_kwargs={"difficulty": "easy", "view": "local"},
+        choices="admissible",
+        temperature=2.0,
+        max_new_tokens=2,
+        max_turns=2,
+        ppo_epochs=1,
+        reward_wrappers=[{"progress_shaping": {"gamma": 1.0, "scale": 1.0}}],  # moves toward the goal score
+    )
+    trainer = Trainer(cfg)
+    trainer._check_envs()
+    trainer._open_folder()
+    trainer._build()
+    trajectories = trainer._rollout(1, 1, [0, 1, 2, 3], trainer._env(), 2)
+    turns = [turn for t in trajectories for turn in t.turns]
+    assert all(turn.extra["sampling"]["restricted"] for turn in turns)
+    assert {turn.completion for turn in turns} <= {"up", "down", "left", "right"}
+    collected = collect(trajectories, group_key=lambda t: t.seed, temperature=2.0)
+    assert collected.samples and not any(s.logprobs_match for s in collected.samples)
+    restricted = torch.tensor([lp for t in turns for lp in t.extra["sampling_logprobs"]])
+    assert float(restricted.min()) > math.log(1e-3)  # four choices at temperature 2: none is that unlikely
+    row = trainer._update(1)
+    assert row.get("policy/clip_fraction") is not None, sorted(row)  # some groups' returns differ: something is trained
+    assert row["policy/clip_fraction"] == 0 and abs(row["policy/ratio_mean"] - 1) < 1e-4

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 import math
@@ -113,6 +114,7 @@ def test_auto_settings_resolve_to_the_documented_profiles() -> None:
         8,
     )
     assert (cpu.prompt.history, cpu.prompt.last_k) == ("last_k", 1)
+    assert cpu.generation_batch_size == 32
     assert cpu.episodes_per_update == 4
     for device in ("cuda", "cuda:1", "mps"):
         gpu = config.resolve(device)
@@ -125,6 +127,7 @@ def test_auto_settings_resolve_to_the_documented_profiles() -> None:
             16,
         )
         assert gpu.prompt == PromptConfig()  # the full history
+        assert gpu.generation_batch_size == 256  # a whole update's episodes in one decoding batch
     # the help (and so `envgym train --help`) states both values
     assert "Default auto: 4 on a CPU, 8 on a GPU" in field_help("group_size")
     assert "Default auto: 5 on a CPU, None on a GPU" in field_help("max_turns")
@@ -140,7 +143,7 @@ def test_an_explicit_value_wins_over_the_profile() -> None:
     assert (cpu.group_size, cpu.max_turns, cpu.max_new_tokens, cpu.eval_episodes) == (6, None, 128, 2)
     assert cpu.prompt.history == "full"
     assert cpu.groups_per_update == 1  # still auto: the CPU value
-    assert config.auto_fields == ["groups_per_update"]
+    assert config.auto_fields == ["groups_per_update", "generation_batch_size"]
     # a profile may be asked for by name, whatever the device
     assert TrainConfig(env_id=ENV, profile="gpu").resolve("cpu").group_size == 8
     assert TrainConfig(env_id=ENV, profile="cpu").resolve("cuda").group_size == 4
@@ -179,6 +182,13 @@ def test_a_resumed_run_keeps_its_recorded_values_on_another_device(tmp_path: Pat
     old = {k: v for k, v in first.to_dict().items() if k != "profile"}
     (out / "config.json").write_text(json.dumps(old))
     assert open_run_folder(out, config.resolve("cuda", recorded=recorded_config(out)), world_size=1) is not None
+    # a run recorded before a setting existed resumes while that setting keeps its default
+    old = {k: v for k, v in first.to_dict().items() if k != "choices"}
+    (out / "config.json").write_text(json.dumps(old))
+    assert open_run_folder(out, first, world_size=1) is not None
+    (out / "config.json").write_text(json.dumps(old))
+    with pytest.raises(ConfigError, match="choices: 'free' -> 'admissible'"):
+        open_run_folder(out, dataclasses.replace(first, choices="admissible"), world_size=1)
 
 
 def test_without_a_checkpoint_nothing_is_recorded_to_resume(tmp_path: Path) -> None:
@@ -230,7 +240,10 @@ def test_train_command_prints_the_profile_it_used(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     header = " ".join(result.stderr.split())
     assert "1 updates of 1 x 4 episodes" in header
-    assert "cpu profile (no GPU): group_size 4, groups_per_update 1, max_turns 5, eval_episodes 8;" in header
+    assert (
+        "cpu profile (no GPU): group_size 4, groups_per_update 1, max_turns 5, eval_episodes 8, generation_batch_size 32;"
+        in header
+    )
     assert "update 1/1" in result.stderr
     recorded = json.loads((out / "config.json").read_text())
     assert (recorded["profile"], recorded["group_size"], recorded["max_turns"]) == ("cpu", 4, 5)
