@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
-from envgym.models import load_causal_lm, load_tokenizer
+from envgym.models import adapter_agent_options, load_causal_lm, load_tokenizer
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
 
 __all__ = ["HFAgent", "sample_next_tokens"]
@@ -145,8 +145,10 @@ class HFAgent(Agent):
         tokenizer: the tokenizer that goes with ``model_obj``.
         ignore_eos: keep generating past stop tokens and stop strings until the token limit (for
             throughput benchmarks only: replies then always end with ``finish_reason="length"``).
-        choices: ``"free"`` (default): any reply; ``"admissible"``: replies are decoded within the
-            input's ``info["admissible_actions"]`` when it lists them (see the module docstring).
+        choices: ``"free"``: any reply; ``"admissible"``: replies are decoded within the input's
+            ``info["admissible_actions"]`` when it lists them (see the module docstring). ``None``
+            (default): what a LoRA adapter in ``model`` was trained with (its
+            ``envgym-adapter.json`` or run config), else ``"free"``.
         name: shown in reports; default ``"hf:<model>"``.
         prefix_cache: how many system turns to keep the KV cache of (0: none). A chat prompt
             whose first message is a system message starts with that message's tokens every turn
@@ -176,7 +178,7 @@ class HFAgent(Agent):
         ignore_eos: bool = False,
         name: str | None = None,
         prefix_cache: int = 256,
-        choices: str = "free",
+        choices: str | None = None,
     ) -> None:
         checks = [
             ("temperature", temperature, isinstance(temperature, int | float) and temperature >= 0, "a number >= 0"),
@@ -186,7 +188,7 @@ class HFAgent(Agent):
             ("batch_size", batch_size, isinstance(batch_size, int) and batch_size >= 1, "an int >= 1"),
             ("prefix_cache", prefix_cache, isinstance(prefix_cache, int) and prefix_cache >= 0, "an int >= 0"),
             ("seed", seed, isinstance(seed, int), "an int"),
-            ("choices", choices, choices in CHOICES, f"one of {', '.join(map(repr, CHOICES))}"),
+            ("choices", choices, choices is None or choices in CHOICES, f"one of {', '.join(map(repr, CHOICES))}"),
         ]
         for arg, value, ok, expected in checks:
             if not ok or isinstance(value, bool):
@@ -206,6 +208,10 @@ class HFAgent(Agent):
         self.batch_size = batch_size
         self.ignore_eos = ignore_eos
         self.prefix_cache = prefix_cache
+        if choices is None:
+            choices = adapter_agent_options(self.model_spec).get("choices", "free") if model_obj is None else "free"
+            if choices not in CHOICES:
+                choices = "free"
         self.choices = choices
         self._choice_ids: dict[str, tuple[int, ...]] = {}  # action text -> its token ids
         # System-turn token ids -> that prefix's KV per layer ((keys, values), batch 1), most

@@ -329,9 +329,32 @@ def resolve_adapter(name: str | os.PathLike[str]) -> Path:
     )
 
 
+def adapter_agent_options(spec: str | os.PathLike[str]) -> dict[str, Any]:
+    """The agent options an adapter was trained with, for a model spec ``"base+adapter"``: a
+    shipped adapter's ``envgym-adapter.json`` ``agent_options``, or a trainer checkpoint's
+    ``choices`` (from its run's ``config.json``). ``{}`` without an adapter or a record."""
+    try:
+        _, adapter = split_adapter(spec)
+        if adapter is None:
+            return {}
+        folder = resolve_adapter(adapter)
+    except ConfigError:
+        return {}
+    meta = folder / "envgym-adapter.json"
+    if meta.is_file():
+        options = json.loads(meta.read_text(encoding="utf-8")).get("agent_options")
+        return dict(options) if isinstance(options, dict) else {}
+    for run in (folder.parent.parent, folder.parent.parent.parent):  # <run>/checkpoints/update-N[/adapter]
+        config = run / "config.json"
+        if config.is_file():
+            choices = json.loads(config.read_text(encoding="utf-8")).get("choices")
+            return {"choices": choices} if isinstance(choices, str) else {}
+    return {}
+
+
 def _merge_adapter(model: Any, adapter: str) -> Any:
     folder = resolve_adapter(adapter)
-    peft = optional("peft", extra="train", purpose=f"loading the LoRA adapter {adapter!r}")
+    peft = optional("peft", extra="llm", purpose=f"loading the LoRA adapter {adapter!r}")
     with _quiet_transformers():
         merged = peft.PeftModel.from_pretrained(model, str(folder)).merge_and_unload()
     return merged

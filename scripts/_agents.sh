@@ -5,6 +5,7 @@ agent_name() {
     oracle) echo "oracle (per-environment solver)" ;;
     random) echo "random (uniform over valid actions)" ;;
     hf:smollm2) echo "SmolLM2-135M-Instruct (bundled, zero-shot)" ;;
+    hf:smollm2+frozenlake-local) echo "SmolLM2-135M-Instruct + frozenlake-local LoRA (RL-trained, admissible replies)" ;;
     *) echo "$1" ;;
   esac
 }
@@ -12,6 +13,7 @@ agent_meta() {
   case "$1" in
     oracle | random) echo "kind=baseline" ;;
     hf:smollm2) echo "model=HuggingFaceTB/SmolLM2-135M-Instruct" ;;
+    hf:smollm2+frozenlake-local) echo "model=HuggingFaceTB/SmolLM2-135M-Instruct+envgym/adapters/frozenlake-local" ;;
     *) echo "kind=agent" ;;
   esac
 }

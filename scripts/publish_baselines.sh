@@ -11,14 +11,14 @@
 # script changes nothing but the site's submission times.
 #
 # Settings (environment): ENVGYM_SUITE (default core-v1), ENVGYM_AGENTS (default
-# "random oracle hf:smollm2" for core-v1, "random oracle" for other suites), ENVGYM_RUNS (default
+# "random oracle hf:smollm2 hf:smollm2+frozenlake-local" for core-v1, "random oracle" for other suites), ENVGYM_RUNS (default
 # runs/main), ENVGYM_TEXT_CAP (characters kept of each observation and completion in the
 # published bundles, default 600). E.g. ENVGYM_SUITE=webshop-v1 bash scripts/publish_baselines.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITE="${ENVGYM_SUITE:-core-v1}"
-if [ "$SUITE" = core-v1 ]; then default_agents="random oracle hf:smollm2"; else default_agents="random oracle"; fi
+if [ "$SUITE" = core-v1 ]; then default_agents="random oracle hf:smollm2 hf:smollm2+frozenlake-local"; else default_agents="random oracle"; fi
 read -r -a AGENTS <<<"${ENVGYM_AGENTS:-$default_agents}"
 RUNS="${ENVGYM_RUNS:-runs/main}"
 TEXT_CAP="${ENVGYM_TEXT_CAP:-600}"

@@ -11,7 +11,7 @@
 # reports each already-stored submission instead of adding it again.
 #
 # Settings (environment): ENVGYM_RUNS (default runs/main), ENVGYM_MAIN_DB (default
-# $ENVGYM_RUNS/leaderboard.db), ENVGYM_AGENTS (default "oracle random hf:smollm2"),
+# $ENVGYM_RUNS/leaderboard.db), ENVGYM_AGENTS (default "oracle random hf:smollm2 hf:smollm2+frozenlake-local"),
 # ENVGYM_EXTRAS (default llm,leaderboard), ENVGYM_PORT (the port shown, default 8000).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,7 @@ SUITE=core-v1
 RUNS="${ENVGYM_RUNS:-runs/main}"
 DB="${ENVGYM_MAIN_DB:-$RUNS/leaderboard.db}"
 PORT="${ENVGYM_PORT:-8000}"
-read -r -a AGENTS <<<"${ENVGYM_AGENTS:-oracle random hf:smollm2}"
+read -r -a AGENTS <<<"${ENVGYM_AGENTS:-oracle random hf:smollm2 hf:smollm2+frozenlake-local}"
 EG=.venv/bin/envgym
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # the bundled model is local; never reach a hub
 

@@ -55,6 +55,26 @@ def test_shipped_adapters_are_complete() -> None:
         meta = json.loads((folder / "envgym-adapter.json").read_text())
         assert meta["base"] == "smollm2" and "learn.py" in meta["reproduce"]
         assert meta["eval"]["after"]["success_ci95"][0] > meta["eval"]["random"]["success_ci95"][1]
+        # an agent loading it replies the way it was trained to (e.g. among the admissible actions)
+        assert models.adapter_agent_options(f"smollm2+{name}") == meta.get("agent_options", {})
+
+
+def test_adapter_agent_options_come_from_the_adapter_or_its_run(tmp_path: Path) -> None:
+    assert models.adapter_agent_options("smollm2") == {}
+    assert models.adapter_agent_options("smollm2+nope") == {}  # unknown adapter: no options (loading says why)
+    run = tmp_path / "run"
+    checkpoint = run / "checkpoints" / "update-000003"
+    (checkpoint / "adapter").mkdir(parents=True)
+    (checkpoint / "adapter" / "adapter_config.json").write_text("{}")
+    assert models.adapter_agent_options(f"smollm2+{checkpoint}") == {}  # no run config beside it
+    (run / "config.json").write_text(json.dumps({"choices": "admissible"}))
+    assert models.adapter_agent_options(f"smollm2+{checkpoint}") == {"choices": "admissible"}
+    assert models.adapter_agent_options(f"smollm2+{checkpoint / 'adapter'}") == {"choices": "admissible"}
+    peft_folder = tmp_path / "mine"
+    peft_folder.mkdir()
+    (peft_folder / "adapter_config.json").write_text("{}")
+    (peft_folder / "envgym-adapter.json").write_text(json.dumps({"agent_options": {"choices": "admissible"}}))
+    assert models.adapter_agent_options(f"smollm2+{peft_folder}") == {"choices": "admissible"}
 
 
 @pytest.mark.slow

@@ -56,10 +56,14 @@ PRESETS: dict[str, dict[str, Any]] = {
         "system_prompt": "You are playing a grid game. Reply with a single word: up, down, left or right.",
         "train": {
             "algo": "grpo",
-            "group_size": 8,
-            "groups_per_update": 2,
+            # One move per training episode (a contextual bandit over random start cells; the
+            # evaluation plays whole episodes of max_turns): 16 start cells x 4 replies per update.
+            "horizon": [[0, 1]],
+            "group_size": 4,
+            "groups_per_update": 16,
+            "minibatches": 8,  # 8 optimizer steps per update: on a CPU steps, not samples, were scarce
             "lr": 3e-4,
-            "temperature": 1.0,
+            "temperature": 4.0,  # the base model's choice among the four words is peaked ("up")
             "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
             "reward_wrappers": [{"progress_shaping": {"gamma": 1.0, "scale": 1.0}}],
             "choices": "admissible",
@@ -258,7 +262,9 @@ def plot(name: str, summary: dict[str, Any]) -> Path:
     axes[1].plot(updates, [r["episode/success_rate"] for r in rows], marker=".", label="success")
     axes[1].plot(updates, [r.get("episode/valid_action_rate", math.nan) for r in rows], marker=".", label="valid")
     axes[1].set_ylim(-0.02, 1.02)
-    axes[1].set_title("training rollouts (T = 1)")
+    horizon = summary["train"].get("horizon")
+    episodes = f"{horizon[-1][1]}-move episodes" if horizon else f"{summary['task']['max_turns']} turns"
+    axes[1].set_title(f"training rollouts (T = {summary['train']['temperature']:g}, {episodes})")
     axes[1].legend()
     for ax in axes[:2]:
         ax.set_xlabel("update")
@@ -303,6 +309,8 @@ def export_adapter(checkpoint: Path, preset: dict[str, Any], summary: dict[str, 
         "max_new_tokens": preset["max_new_tokens"],
         "system_prompt": preset["system_prompt"],
         "recipe": preset["train"],
+        # how an agent loading the adapter replies by default (the way it was trained and evaluated)
+        "agent_options": {"choices": preset["train"]["choices"]},
         "trained_s": summary["train"]["seconds"],
         "updates": summary["train"]["final_update"],
         "eval": {
@@ -345,6 +353,7 @@ def main() -> int:
             wanted = None if agent == "random" else preset["train"]["choices"]
             if doc.get("episodes") == args.eval_episodes and doc.get("agent") == agent and doc.get("choices") == wanted:
                 return doc
+        shutil.rmtree(args.out / f"eval-{phase}", ignore_errors=True)  # another agent or setting: play anew
         doc = evaluate(agent, preset, episodes=args.eval_episodes, folder=args.out / f"eval-{phase}")
         cached.write_text(json.dumps(doc))
         print(
@@ -378,7 +387,11 @@ def main() -> int:
         "train": {
             **trained,
             "budget_minutes": args.minutes,
-            **{k: getattr(config, k) for k in ("algo", "group_size", "groups_per_update", "lr", "temperature")},
+            **{
+                k: getattr(config, k)
+                for k in ("algo", "group_size", "groups_per_update", "lr", "temperature", "minibatches", "choices")
+            },
+            "horizon": [list(stage) for stage in config.horizon] if config.horizon else None,
             "lora": dict(config.lora or {}),
             "reward_wrappers": preset["train"].get("reward_wrappers"),
         },

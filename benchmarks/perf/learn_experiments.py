@@ -96,6 +96,22 @@ EXPERIMENTS: dict[str, tuple[str, dict[str, Any]]] = {
         "one move per episode, 16 groups of 4, temperature 50, lr 2e-3",
         {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 50.0, "lr": 2e-3},
     ),
+    "local-grpo-bandit-uniform-lr1e-3": (
+        "one move per episode, 16 groups of 4, temperature 50, lr 1e-3",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 50.0, "lr": 1e-3},
+    ),
+    "local-grpo-bandit-t4-lr1e-3": (
+        "one move per episode, 16 groups of 4, temperature 4, lr 1e-3",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 4.0, "lr": 1e-3},
+    ),
+    "local-grpo-bandit-uniform-mb8": (
+        "one move per episode, 16 groups of 4, temperature 50, 8 optimizer steps per update (minibatches 8)",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 50.0, "minibatches": 8},
+    ),
+    "local-grpo-bandit-t4-mb8": (
+        "one move per episode, 16 groups of 4, temperature 4, minibatches 8",
+        {"max_turns": 1, "group_size": 4, "groups_per_update": 16, "temperature": 4.0, "minibatches": 8},
+    ),
     "local-grpo-t4": ("sampling temperature 4", {"temperature": 4.0}),
     "local-gigpo-t2": (
         "GiGPO step groups, 4 groups of 8, temperature 2, lr 2e-4",
@@ -172,14 +188,73 @@ def run(name: str, minutes: float, out: Path, seed: int, checkpoint_every: int =
     }
 
 
+def probe(spec: str, states: int = 60) -> dict[str, Any]:
+    """How well the greedy policy ``spec`` picks its first move on ``states`` held-out start cells
+    (test split, seeds ``0..states-1``), among the four actions: the share of cells where its
+    favourite action brings the goal closer (a good move), and the mean probability it puts on the
+    good moves. Training rollouts (sampled at a high temperature) hide this; it is what the
+    screening runs were judged on."""
+    import gymnasium as gym
+    import torch
+
+    from envgym.rollout.agent import AgentInput
+    from envgym.rollout.prompting import Conversation, PromptConfig
+    from envgym.rollout.specs import make_agent
+
+    prompt = PromptConfig(
+        system_prompt=SYSTEM, action_tags=(), history="none", show_admissible=False, format_feedback=False
+    )
+    actions = ["up", "down", "left", "right"]
+    agent = make_agent(spec, seed=0, temperature=0.0, max_new_tokens=2, choices="admissible")
+    try:
+        ids = [agent.tokenizer(a, add_special_tokens=False)["input_ids"][0] for a in actions]
+        good_mass, best_good = [], 0
+        for seed in range(states):
+            good = []
+            for action in actions:
+                env = gym.make(BASE["env_id"], **BASE["env_kwargs"], split="test")
+                env.reset(seed=seed)
+                before = env.unwrapped.progress()
+                *_, info = env.step(action)
+                good.append(info["progress"] > before)
+                env.close()
+            env = gym.make(BASE["env_id"], **BASE["env_kwargs"], split="test")
+            observation, info = env.reset(seed=seed)
+            env.close()
+            conv = Conversation(prompt, BASE["env_id"], observation, info)
+            item = AgentInput(f"probe{seed}", BASE["env_id"], observation, info, 0, tuple(conv.messages()))
+            with torch.inference_mode():
+                logits = agent.model(input_ids=torch.tensor([agent.prompt_ids(item)])).logits[0, -1, ids].float()
+            probs = logits.softmax(-1)
+            mask = torch.tensor(good)
+            good_mass.append(float(probs[mask].sum()))
+            best_good += bool(mask[int(probs.argmax())])
+    finally:
+        agent.close()
+    return {
+        "agent": spec,
+        "states": states,
+        "greedy_good_move_rate": round(best_good / states, 3),
+        "mean_prob_on_good_moves": round(sum(good_mass) / states, 3),
+    }
+
+
 def table(results: dict[str, Any]) -> str:
-    head = "| experiment | what | updates | success first -> last | valid first -> last | top reply | flat groups | s/update |"
-    lines = [head, "|" + "---|" * 8]
+    head = (
+        "| experiment | what | updates | success first -> last | valid first -> last | top reply | flat groups "
+        "| s/update | held-out first move: greedy good / mass on good |"
+    )
+    lines = [head, "|" + "---|" * 9]
     for name, r in results.items():
+        p = r.get("probe")
+        probed = f"{p['greedy_good_move_rate']:.2f} / {p['mean_prob_on_good_moves']:.2f}" if p else "-"
+        if "updates" not in r:  # the untrained model's probe
+            lines.append(f"| {name} | {r['what']} | 0 | - | - | - | - | - | {probed} |")
+            continue
         lines.append(
             f"| {name} | {r['what']} | {r['updates']} | {r['success_first']:.2f} -> {r['success_last']:.2f} | "
             f"{r['valid_first']:.2f} -> {r['valid_last']:.2f} | {r['top_reply_last']:.2f} | {r['flat_groups_last']:.2f} | "
-            f"{r['s_per_update']:.0f} |"
+            f"{r['s_per_update']:.0f} | {probed} |"
         )
     return "\n".join(lines)
 
@@ -192,8 +267,30 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("runs/learn-experiments"))
     parser.add_argument("--table", action="store_true", help="print the recorded table and exit")
     parser.add_argument("--checkpoint-every", type=int, default=0, help="keep checkpoints to evaluate (0: the last)")
+    parser.add_argument(
+        "--probe",
+        nargs="*",
+        metavar="EXPERIMENT",
+        help="judge the named experiments' last checkpoints (and the untrained model) on held-out first moves",
+    )
     args = parser.parse_args()
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    if args.probe is not None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        probes = {"untrained": probe("hf:smollm2")}
+        for name in args.probe:
+            checkpoints = sorted((args.out / f"seed{args.seed}" / name / "checkpoints").glob("update-*"))
+            if not checkpoints:
+                raise SystemExit(f"no checkpoint of {name} under {args.out}: run it first")
+            probes[name] = {**probe(f"hf:smollm2+{checkpoints[-1]}"), "checkpoint": checkpoints[-1].name}
+        print(json.dumps(probes, indent=2))
+        results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+        for name, row in probes.items():
+            if name in results:
+                results[name]["probe"] = row
+        results["untrained"] = {"what": "the bundled model, no training", "probe": probes["untrained"]}
+        RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+        return 0
     if not args.table:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         for name in args.only or list(EXPERIMENTS):

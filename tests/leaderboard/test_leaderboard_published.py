@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -25,7 +26,7 @@ pytest.importorskip("sqlalchemy")
 ROOT = Path(__file__).resolve().parents[2]
 PUBLISHED = ROOT / "leaderboards"
 SUITE_ID = "core-v1"
-AGENTS = {"random", "oracle", "hf:smollm2"}
+AGENTS = {"random", "oracle", "hf:smollm2", "hf:smollm2+frozenlake-local"}
 BUNDLES = sorted((PUBLISHED / SUITE_ID).glob("*.envgym.jsonl.gz"))
 
 # Verify every bundle, store the verified ones in a fresh board and export it as the publish
@@ -87,7 +88,8 @@ def test_the_three_baselines_are_published() -> None:
         bundle = read_bundle(path)
         manifest = bundle.manifest
         specs.add(manifest["agent"]["spec"])
-        assert path.name.endswith(f"_{manifest['agent']['spec'].replace(':', '-')}.envgym.jsonl.gz")
+        slug = re.sub(r"[^a-z0-9]+", "-", manifest["agent"]["spec"].lower()).strip("-")  # scripts/_agents.sh
+        assert path.name.endswith(f"_{slug}.envgym.jsonl.gz")
         assert path.name[:8] == manifest["created"][:10].replace("-", "")  # <run date>_<agent>
         assert manifest["suite"]["sha256"] == suite.sha256
         assert manifest["suite_spec"]["prompt"] == dict(suite.prompt)  # the reply limits the run was held to

@@ -65,6 +65,7 @@ def config(tmp_path: Path, **changes: Any) -> TrainConfig:
         "max_new_tokens": 1,
         "max_turns": 2,
         "micro_batch_size": 16,
+        "generation_batch_size": 32,
         "checkpoint_every": 0,
         "tensorboard": False,
         "prompt": PROMPT,
