@@ -89,14 +89,19 @@ class _Row:
     prefix: int = 0  # leading prompt ids (the system turn) whose KV the prefix cache may hold
     choices: tuple[tuple[int, ...], ...] | None = None  # token ids of the admissible replies
 
+    def _next(self) -> tuple[bool, set[int]]:
+        """Whether the reply so far spells a whole choice, and the tokens that continue a longer one."""
+        assert self.choices is not None
+        n = len(self.tokens)
+        done = tuple(self.tokens)
+        return done in self.choices, {c[n] for c in self.choices if len(c) > n and c[:n] == done}
+
     def allowed(self, end_ids: Any) -> list[int] | None:
         """Token ids that may come next under ``choices`` (``None``: any token)."""
         if self.choices is None:
             return None
-        n = len(self.tokens)
-        done = tuple(self.tokens)
-        longer = {c[n] for c in self.choices if len(c) > n and c[:n] == done}
-        if done in self.choices and longer and end_ids:
+        whole, longer = self._next()
+        if whole and longer and end_ids:
             longer.add(min(end_ids))  # end here, or go on to a longer action
         return sorted(longer) or None
 
@@ -104,9 +109,8 @@ class _Row:
         """Whether the reply spells a whole choice that no other choice extends."""
         if self.choices is None:
             return False
-        done = tuple(self.tokens)
-        n = len(done)
-        return done in self.choices and not any(len(c) > n and c[:n] == done for c in self.choices)
+        whole, longer = self._next()
+        return whole and not longer
 
 
 def _mix_seed(*parts: object) -> int:

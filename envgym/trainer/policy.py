@@ -43,7 +43,7 @@ from envgym.errors import ConfigError
 from envgym.models import load_causal_lm, tiny_causal_lm
 from envgym.rollout.specs import make_agent
 from envgym.trainer.algorithms import get_algorithm
-from envgym.trainer.config import AUTO, PROFILES, TrainConfig, device_profile
+from envgym.trainer.config import TrainConfig
 
 __all__ = ["Generation", "HFGeneration", "PolicyModel", "PolicyOutput", "load_policy"]
 
@@ -342,11 +342,6 @@ class HFGeneration:
 
     def agent(self, *, temperature: float, top_p: float, seed: int, name: str) -> Any:
         cfg = self.policy.config
-        batch_size = cfg.generation_batch_size
-        if batch_size == AUTO:  # a config used without resolving it: the profile of the policy's device
-            batch_size = PROFILES[device_profile(str(getattr(self.policy.device, "type", self.policy.device)))][
-                "generation_batch_size"
-            ]
         return make_agent(
             "hf",
             seed=seed,
@@ -357,7 +352,7 @@ class HFGeneration:
             temperature=temperature,
             top_p=top_p,
             max_new_tokens=cfg.max_new_tokens,
-            batch_size=batch_size,
+            batch_size=cfg.generation_batch_size,
             choices=cfg.choices,
             name=name,
         )
@@ -410,6 +405,8 @@ def load_policy(config: TrainConfig, *, model: Any = None, tokenizer: Any = None
     """
     torch = _torch()
     device, dtype = resolve_device_dtype(config)
+    if config.auto_fields:  # a config not yet sized (the trainer resolves it first): by the device's profile
+        config = config.resolve(device.type)
     if model is not None:
         if tokenizer is None:
             raise ConfigError("load_policy(model=...) needs the model's tokenizer too.")
