@@ -236,9 +236,15 @@ def test_learn_presets_build_valid_configs(tmp_path: Path) -> None:
         args = argparse.Namespace(lr=None, updates=3, seed=0, out=tmp_path / name, device="cpu")
         config = learn.train_config(args, preset)
         assert config.env_id == preset["env_id"] and config.max_turns == preset["max_turns"]
-        env = gym.make(preset["env_id"], **preset["env_kwargs"], split="test")
+        assert config.env_kwargs == {**preset["env_kwargs"], **preset.get("train_env_kwargs", {})}
+        env = gym.make(config.env_id, **config.env_kwargs)  # the training env
         obs, info = env.reset(seed=0)
-        assert info["task"]["split"] == "test" and isinstance(obs, str)
+        assert info["task"]["split"] == "train" and isinstance(obs, str)
+        env.close()
+        split = preset.get("eval_split", "test")  # the held-out one
+        env = gym.make(preset["env_id"], **preset["env_kwargs"], split=split)
+        obs, info = env.reset(seed=0)
+        assert info["task"]["split"] == split and isinstance(obs, str)
         env.close()
 
 

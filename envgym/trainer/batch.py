@@ -231,6 +231,24 @@ class TrainBatch:
         """Consecutive micro-batches of at most ``size`` sequences, each trimmed of extra padding."""
         return [self.select(range(start, min(start + size, len(self)))) for start in range(0, len(self), size)]
 
+    def length_order(self) -> Any:
+        """The sequence indices from shortest to longest (ties in batch order)."""
+        import torch
+
+        return torch.argsort(self.attention_mask.sum(dim=1), stable=True)
+
+    def split_by_length(self, size: int) -> list[TrainBatch]:
+        """Micro-batches of at most ``size`` sequences of similar lengths (the order of
+        :meth:`length_order`), each trimmed of extra padding.
+
+        A batch mixing short and long prompts (an episode's first observation is often several
+        times longer than the later ones) pads every consecutive micro-batch to its longest
+        sequence; sorting first pads each to a near neighbour instead. The rows of a step are the
+        same either way, so is its loss.
+        """
+        order = self.length_order()
+        return [self.select(order[start : start + size]) for start in range(0, len(self), size)]
+
     def to(self, device: Any) -> TrainBatch:
         moved = {
             name: (value.to(device) if value is not None else None)

@@ -101,12 +101,14 @@ class PolicyUpdate:
         self.policy.train(False)  # no dropout: these are the sampling policy's numbers
         try:
             with torch.no_grad():
-                for micro in batch.split(self.config.micro_batch_size):
+                for micro in batch.split_by_length(self.config.micro_batch_size):
                     lp = self.policy.forward(micro, reference=reference).logprobs.float().cpu()
                     parts.append(torch.nn.functional.pad(lp, (0, width - lp.shape[1])))
         finally:
             self.policy.train(was_training)
-        return torch.cat(parts)
+        out = torch.empty((len(batch), width), dtype=torch.float32)
+        out[batch.length_order()] = torch.cat(parts)  # back to the batch's order
+        return out
 
     def turn_values(self, collected: Collected) -> list[Any]:
         """The value head's estimate of every turn before the update, per episode (value-head
@@ -191,7 +193,7 @@ class PolicyUpdate:
                 self.optimizer.zero_grad(set_to_none=True)
                 # (micro-batch, its share of the step, the share it had before idle rows were left out)
                 parts: list[tuple[TrainBatch, float, float]] = []
-                for micro in minibatch.split(cfg.micro_batch_size) if minibatch is not None else ():
+                for micro in minibatch.split_by_length(cfg.micro_batch_size) if minibatch is not None else ():
                     full = (micro.tokens if per_token else len(micro)) / total
                     if skip_idle:
                         active = _active_rows(micro)

@@ -115,6 +115,12 @@ class HouseholdEnv(TextEnv):
       ``heat``, ``cool``, ``pick_two``), its number 1-6, or ``None``/``"any"`` (drawn per seed).
     * ``rooms``, ``distractors`` (an int or a ``(min, max)`` pair), ``closed_fraction``: override
       the preset.
+    * ``start_steps``: start each episode this many steps along the privileged shortest plan
+      (:meth:`optimal_plan`), an int or a ``(min, max)`` pair drawn per episode, never the plan's
+      last step: a reverse curriculum for RL training (Salimans & Chen, 2018), whose episodes
+      start near the goal as often as at its far end. The start observation is the last step's
+      feedback and the agent's status; ``info["task"]["start_steps"]`` lists the commands played.
+      Default 0 (evaluation always starts at the beginning).
     * ``split``: ``"train"``, ``"valid_seen"`` (train's floor plans and goal pairs, other
       seeds) or ``"valid_unseen"`` (floor plans and (object, receptacle) goal pairs that never
       occur in train).
@@ -146,6 +152,7 @@ class HouseholdEnv(TextEnv):
         rooms: int | None = None,
         distractors: int | tuple[int, int] | None = None,
         closed_fraction: float | None = None,
+        start_steps: int | tuple[int, int] = 0,
         max_turns: int | None = None,
         invalid_limit: int | None = None,
         invalid_penalty: float = -0.1,
@@ -193,8 +200,21 @@ class HouseholdEnv(TextEnv):
             if not isinstance(closed_fraction, (int, float)) or not 0.0 <= closed_fraction <= 1.0:
                 raise InvalidKwargsError(f"closed_fraction must be a number in [0, 1], got {closed_fraction!r}.")
             preset = dataclasses.replace(preset, closed_fraction=float(closed_fraction))
+        pair = (start_steps, start_steps) if isinstance(start_steps, int) else start_steps
+        if (
+            not isinstance(pair, (tuple, list))
+            or len(pair) != 2
+            or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+            or not 0 <= pair[0] <= pair[1] <= 100
+        ):
+            raise InvalidKwargsError(
+                f"start_steps must be an int or a (min, max) pair with 0 <= min <= max <= 100, got {start_steps!r}."
+            )
+        self.start_steps = (int(pair[0]), int(pair[1]))
         self.difficulty = difficulty
         self.settings = preset
+        self._start_feedback = ""  # the last feedback of the steps played at reset (start_steps)
+        self._rest_of_plan: list[str] | None = None
         self.world: World | None = None
         self.goal: Goal | None = None
         self._adm: list[str] | None = None
@@ -220,10 +240,13 @@ class HouseholdEnv(TextEnv):
             custom = False
         self.world, self.goal = world, goal
         self._adm = None
+        fingerprint = world.fingerprint(goal.text)
+        played = self._play_start(rng, world, goal)
         self._progress = goal.progress(world)
         label = "custom" if custom else self.difficulty
+        start = f"/start{len(played)}" if played else ""
         return Task(
-            id=f"household/{self.split}/{label}/{goal.task_type}/{world.fingerprint(goal.text):08x}",
+            id=f"household/{self.split}/{label}/{goal.task_type}/{fingerprint:08x}{start}",
             goal=goal.text,
             split=self.split,
             difficulty=label,
@@ -234,11 +257,30 @@ class HouseholdEnv(TextEnv):
                 "rooms": list(world.rooms),
                 "floorplans": list(world.floorplans),
                 "receptacles": len(world.recs),
+                "start_steps": played,
             },
         )
 
+    def _play_start(self, rng: random.Random, world: World, goal: Goal) -> list[str]:
+        """Play the first ``start_steps`` steps of the shortest plan (drawn after the world, so the
+        world is the one the same seed gives without them); return the commands played."""
+        self._start_feedback = ""
+        self._rest_of_plan = None
+        low, high = self.start_steps
+        if high == 0:
+            return []
+        plan = optimal_plan(world, goal)
+        played = plan[: min(rng.randint(low, high), len(plan) - 1)]
+        for command in played:
+            self._start_feedback = world.execute(self._parse(command))
+            self._adm = None
+        self._rest_of_plan = plan[len(played) :]
+        return played
+
     def _intro(self) -> str:
         assert self.world is not None
+        if self._start_feedback:  # started part-way along the plan: what the last step said
+            return self._start_feedback
         return f"-= Welcome to envgym Household! =-\n\n{self.world.overview()}\n{COMMANDS_HINT}"
 
     def _observe(self) -> str:
@@ -303,6 +345,9 @@ class HouseholdEnv(TextEnv):
         return self._progress
 
     def optimal_plan(self) -> list[str]:
-        """Privileged shortest plan from a fresh reset (for reports and tests, not agents)."""
+        """Privileged shortest plan from a fresh reset (for reports and tests, not agents); after
+        ``start_steps``, the rest of the plan those steps came from."""
         assert self.world is not None and self.goal is not None
+        if self._rest_of_plan is not None:
+            return list(self._rest_of_plan)
         return optimal_plan(self.world, self.goal)

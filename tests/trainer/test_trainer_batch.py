@@ -116,6 +116,23 @@ def test_build_batch_pads_masks_and_broadcasts() -> None:
         build_batch([], [], pad_id=0)
 
 
+def test_split_by_length_groups_similar_lengths_and_keeps_every_row() -> None:
+    """Micro-batches by length: each row once, each micro-batch padded only to its own longest row,
+    and a mix of one long prompt among short ones pads far less than consecutive micro-batches."""
+    lengths = [9, 2, 3, 9, 2, 4, 3, 2]
+    turns = [turn(k, list(range(1, n)), [7]) for k, n in enumerate(lengths)]
+    collected = collect([episode(0, turns)])
+    batch = build_batch(collected.samples, [0.0] * len(lengths), pad_id=0)
+    assert batch.length_order().tolist() == [1, 4, 7, 2, 6, 5, 0, 3]  # stable: ties keep batch order
+    parts = batch.split_by_length(3)
+    rows = [row.turn for part in parts for row in part.rows]
+    assert sorted(rows) == list(range(len(lengths)))
+    assert [p.input_ids.shape[1] for p in parts] == [2, 4, 9]
+    padded = sum(p.input_ids.numel() for p in parts)
+    assert padded == 3 * 2 + 3 * 4 + 2 * 9
+    assert sum(p.input_ids.numel() for p in batch.split(3)) == 3 * 9 + 3 * 9 + 2 * 3
+
+
 def _rollout(policy: Any, *, turns: int = 2, episodes: int = 6) -> list[Trajectory]:
     from envgym.rollout.runner import RunConfig, Runner
 

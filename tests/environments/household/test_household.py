@@ -602,6 +602,43 @@ def test_optimal_plan_is_shortest_and_works(task_type: str) -> None:
         assert ok and turns >= len(plan)
 
 
+@pytest.mark.parametrize("task_type", [PICK, CLEAN, LOOK, TWO])
+def test_start_steps_start_part_way_along_the_plan(task_type: str) -> None:
+    """``start_steps`` plays the first steps of the shortest plan at reset: the same world as
+    without them, the task id and info say how far, the progress is the state's, the rest of the
+    plan finishes the task, and the goal's last step is never played."""
+    plain = HouseholdEnv(difficulty="easy", task_type=task_type)
+    env = HouseholdEnv(difficulty="easy", task_type=task_type, start_steps=(0, 4))
+    started = collections.Counter()
+    for seed in range(30):
+        _, plain_info = plain.reset(seed=seed)
+        full = plain.optimal_plan()
+        obs, info = env.reset(seed=seed)
+        played = info["task"]["start_steps"]
+        assert played == full[: len(played)] and len(played) < len(full), (seed, played, full)
+        base_id = plain_info["task"]["id"]
+        assert info["task"]["id"] == (f"{base_id}/start{len(played)}" if played else base_id)
+        assert info["progress"] == env.goal.progress(env.world) < 1.0
+        assert env.optimal_plan() == full[len(played) :]
+        if played:
+            assert not obs.startswith("-= Welcome") and "Your task is to:" in obs and "carrying" in obs
+        started[len(played)] += 1
+        for i, command in enumerate(env.optimal_plan()):
+            _, _, terminated, _, info = env.step(command)
+            assert info["action_valid"] and terminated == (i == len(full) - len(played) - 1), (seed, command)
+        assert info["success"]
+    assert len(started) >= 3  # starts spread along the plans
+    fixed = HouseholdEnv(difficulty="easy", task_type=task_type, start_steps=2)
+    _, info = fixed.reset(seed=1)
+    assert len(info["task"]["start_steps"]) == 2
+    far = HouseholdEnv(difficulty="easy", task_type=task_type, start_steps=100)
+    _, info = far.reset(seed=1)
+    assert len(far.optimal_plan()) == 1 and not info["success"]  # all but the last step
+    for bad in (-1, (3, 1), (0, 101), "2", True, (1, 2, 3)):
+        with pytest.raises(InvalidKwargsError, match="start_steps"):
+            HouseholdEnv(start_steps=bad)
+
+
 # ----------------------------------------------------------------------------- reward layer and perf script
 def test_progress_shaping_and_sparse_reward() -> None:
     from envgym.rewards import ProgressShaping
