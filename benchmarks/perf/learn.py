@@ -454,7 +454,9 @@ def main() -> int:
         f"trained interval above untrained: {summary['verdict']['after_above_before']}, above random: "
         f"{summary['verdict']['after_above_random']}"
     )
-    if args.export:
+    if args.export and not all(summary["verdict"].values()):
+        print("not exported: the trained interval is not above both the untrained and the random one")
+    elif args.export:
         command = f"python benchmarks/perf/learn.py --preset {args.preset} --minutes {args.minutes:g} --seed {args.seed} --export"
         target = export_adapter(Path(trained["checkpoint"]), preset, summary, command)
         print(f"adapter exported to {target} (agent spec hf:smollm2+{preset['adapter']})")

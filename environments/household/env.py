@@ -348,6 +348,6 @@ class HouseholdEnv(TextEnv):
         """Privileged shortest plan from a fresh reset (for reports and tests, not agents); after
         ``start_steps``, the rest of the plan those steps came from."""
         assert self.world is not None and self.goal is not None
-        if self._rest_of_plan is not None:
+        if self._rest_of_plan is not None and self.turn == 0:
             return list(self._rest_of_plan)
         return optimal_plan(self.world, self.goal)
