@@ -57,6 +57,21 @@ def canonical_command(text: str) -> str:
     return t
 
 
+def _int_range(name: str, value: Any, high: int) -> tuple[int, int]:
+    """An env argument given as an int or a ``(min, max)`` pair, as a pair within ``[0, high]``."""
+    pair = (value, value) if isinstance(value, int) else value
+    if (
+        not isinstance(pair, (tuple, list))
+        or len(pair) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
+        or not 0 <= pair[0] <= pair[1] <= high
+    ):
+        raise InvalidKwargsError(
+            f"{name} must be an int or a (min, max) pair with 0 <= min <= max <= {high}, got {value!r}."
+        )
+    return int(pair[0]), int(pair[1])
+
+
 class HouseholdEnv(TextEnv):
     """Household text worlds with the six ALFWorld task types, generated from a seed.
 
@@ -185,32 +200,12 @@ class HouseholdEnv(TextEnv):
                 raise InvalidKwargsError(f"rooms must be an integer from 1 to {len(ROOMS)}, got {rooms!r}.")
             preset = dataclasses.replace(preset, rooms=rooms)
         if distractors is not None:
-            pair = (distractors, distractors) if isinstance(distractors, int) else distractors
-            if (
-                not isinstance(pair, (tuple, list))
-                or len(pair) != 2
-                or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
-                or not 0 <= pair[0] <= pair[1] <= 60
-            ):
-                raise InvalidKwargsError(
-                    f"distractors must be an int or a (min, max) pair with 0 <= min <= max <= 60, got {distractors!r}."
-                )
-            preset = dataclasses.replace(preset, distractors=(int(pair[0]), int(pair[1])))
+            preset = dataclasses.replace(preset, distractors=_int_range("distractors", distractors, 60))
         if closed_fraction is not None:
             if not isinstance(closed_fraction, (int, float)) or not 0.0 <= closed_fraction <= 1.0:
                 raise InvalidKwargsError(f"closed_fraction must be a number in [0, 1], got {closed_fraction!r}.")
             preset = dataclasses.replace(preset, closed_fraction=float(closed_fraction))
-        pair = (start_steps, start_steps) if isinstance(start_steps, int) else start_steps
-        if (
-            not isinstance(pair, (tuple, list))
-            or len(pair) != 2
-            or not all(isinstance(v, int) and not isinstance(v, bool) for v in pair)
-            or not 0 <= pair[0] <= pair[1] <= 100
-        ):
-            raise InvalidKwargsError(
-                f"start_steps must be an int or a (min, max) pair with 0 <= min <= max <= 100, got {start_steps!r}."
-            )
-        self.start_steps = (int(pair[0]), int(pair[1]))
+        self.start_steps = _int_range("start_steps", start_steps, 100)
         self.difficulty = difficulty
         self.settings = preset
         self._start_feedback = ""  # the last feedback of the steps played at reset (start_steps)
