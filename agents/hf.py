@@ -41,7 +41,9 @@ that no other action extends (where one does, the end-of-turn token competes wit
 ones). The model still scores every choice, so the policy is the model's own preference among
 the valid actions (the action-scoring policies of SayCan and GLAM, drawn token by token);
 ``logprobs`` stay the full-vocabulary ones a trainer recomputes and ``sampling_logprobs`` are
-those of the restricted draw. Actions are tokenised on their own, as the first words of the
+those of the restricted draw; ``extra["forced_tokens"]`` lists the reply's positions where one
+token was the only continuation (``click(`` of ``click(3)`` among ``click(1)`` ... ``click(9)``):
+they carry no decision, and the trainer leaves them out of the loss. Actions are tokenised on their own, as the first words of the
 reply, and wrapped in ``<action>...</action>`` when the input's stop strings hold
 ``</action>`` (the harness's action tags). Inputs without an action list (open action sets)
 decode freely.
@@ -92,9 +94,7 @@ class _Row:
     def _next(self) -> tuple[bool, set[int]]:
         """Whether the reply so far spells a whole choice, and the tokens that continue a longer one."""
         assert self.choices is not None
-        n = len(self.tokens)
-        done = tuple(self.tokens)
-        return done in self.choices, {c[n] for c in self.choices if len(c) > n and c[:n] == done}
+        return _continuations(self.choices, self.tokens)
 
     def allowed(self, end_ids: Any) -> list[int] | None:
         """Token ids that may come next under ``choices`` (``None``: any token)."""
@@ -111,6 +111,24 @@ class _Row:
             return False
         whole, longer = self._next()
         return whole and not longer
+
+
+def _continuations(choices: Sequence[tuple[int, ...]], done: Sequence[int]) -> tuple[bool, set[int]]:
+    """Whether ``done`` spells a whole choice, and the tokens that continue it to a longer one."""
+    n, done = len(done), tuple(done)
+    return done in choices, {c[n] for c in choices if len(c) > n and c[:n] == done}
+
+
+def forced_positions(choices: Sequence[tuple[int, ...]], tokens: Sequence[int]) -> list[int]:
+    """The positions of ``tokens`` (a reply decoded within ``choices``) where nothing else could
+    be drawn: one token continued the choices and the reply could not end there. The policy that
+    drew the reply gave those tokens probability 1; only the other positions hold its decisions."""
+    out = []
+    for i in range(len(tokens)):
+        whole, longer = _continuations(choices, tokens[:i])
+        if len(longer) == 1 and not whole:
+            out.append(i)
+    return out
 
 
 def _mix_seed(*parts: object) -> int:
@@ -401,9 +419,10 @@ class HFAgent(Agent):
     def _output(self, row: _Row) -> AgentOutput:
         text = self.tokenizer.decode(row.tokens, skip_special_tokens=True)
         sampling = dict(self._sampling)
+        extra: dict[str, Any] = {"sampling_logprobs": list(row.sampling_logprobs), "sampling": sampling}
         if row.choices is not None:
             sampling["restricted"] = True  # drawn among the admissible actions only
-        extra: dict[str, Any] = {"sampling_logprobs": list(row.sampling_logprobs), "sampling": sampling}
+            extra["forced_tokens"] = forced_positions(row.choices, row.tokens)
         if row.stop_string is not None:
             extra["stop_string"] = row.stop_string
         return AgentOutput(

@@ -98,6 +98,47 @@ PRESETS: dict[str, dict[str, Any]] = {
             "choices": "admissible",
         },
     },
+    "miniwob-click-tab": {
+        "adapter": "miniwob-click-tab",
+        "env_id": "envgym/MiniWoB-click-tab-v0",
+        # clicks only: the admissible actions are one click(id) per element of the page's tree (9);
+        # any click ends the episode, +1 on the named tab (MiniWoB's reward; a click on the tab list
+        # lands on its middle tab) and -1 elsewhere. No screenshots (render_mode None): nothing reads them.
+        "env_kwargs": {"action_set": "click", "render_mode": None},
+        "max_turns": 5,
+        "max_new_tokens": 6,
+        "system_prompt": "You are using a web page. Reply with one action: click(id) of the element the task asks for.",
+        "train": {
+            "algo": "grpo",
+            "group_size": 4,
+            "groups_per_update": 16,
+            "minibatches": 8,
+            "lr": 1e-3,
+            "temperature": 2.0,
+            "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
+            "choices": "admissible",
+        },
+    },
+    "miniwob-click-button": {
+        "adapter": "miniwob-click-button",
+        "env_id": "envgym/MiniWoB-click-button-v0",
+        # clicks only: the admissible actions are one click(id) per element of the page's tree
+        "env_kwargs": {"action_set": "click"},
+        "max_turns": 5,
+        "max_new_tokens": 6,
+        "system_prompt": "You are using a web page. Reply with one action: click(id) of the element the task asks for.",
+        "train": {
+            "algo": "grpo",
+            "horizon": [[0, 1]],  # one click per training episode (the evaluation plays max_turns)
+            "group_size": 4,
+            "groups_per_update": 16,
+            "minibatches": 8,
+            "lr": 3e-4,
+            "temperature": 2.0,
+            "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
+            "choices": "admissible",
+        },
+    },
 }
 
 

@@ -18,6 +18,13 @@ truncated (``top_p < 1``) or restricted to the admissible actions (``choices="ad
 (``TurnSample.logprobs_match = False``) so the trainer recomputes its old log-probs with one
 forward pass before the update.
 
+**Forced tokens.** In a reply drawn among the admissible actions, a token that was the only
+continuation of the actions (``click(`` in ``click(3)`` among ``click(1)`` ... ``click(9)``,
+``Turn.extra["forced_tokens"]``) had probability 1 under the policy that drew it: it carries no
+decision, so it carries no loss (``TurnSample.forced``; its loss-mask entry is 0). Counted in the
+loss, such tokens only dilute the decision's gradient by the reply's length and push the model's
+unrestricted probabilities of the shared spelling up and down at random.
+
 Sequences are right-padded into ``[N, L]`` tensors. Per-token tensors are aligned with
 ``input_ids``: position ``t`` holds the quantity of token ``t`` (predicted from the tokens
 before it), so position 0 and every prompt and padding position are masked out.
@@ -54,6 +61,7 @@ class TurnSample:
         reward: the turn's scalar reward.
         logprobs_match: whether ``logprobs`` are the policy's at the training temperature; when
             ``False`` they are a placeholder the trainer replaces by recomputed ones.
+        forced: completion positions that carry no loss (the forced tokens of a restricted reply).
     """
 
     episode: int
@@ -64,6 +72,7 @@ class TurnSample:
     logprobs: list[float]
     reward: float
     logprobs_match: bool = True
+    forced: tuple[int, ...] = ()
 
     @property
     def length(self) -> int:
@@ -121,6 +130,16 @@ def policy_logprobs(turn: Turn, temperature: float = 1.0) -> list[float] | None:
     return [float(lp) for lp in values]
 
 
+def _forced(turn: Turn) -> tuple[int, ...]:
+    """The completion positions of a restricted reply that had no alternative (see the module docstring)."""
+    extra = turn.extra if isinstance(turn.extra, dict) else {}
+    sampling, forced = extra.get("sampling"), extra.get("forced_tokens")
+    if not isinstance(sampling, dict) or not sampling.get("restricted") or not isinstance(forced, list):
+        return ()
+    n = len(turn.token_ids or ())
+    return tuple(sorted({int(i) for i in forced if isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n}))
+
+
 def collect(trajectories: Sequence[Trajectory], *, group_key: Any = None, temperature: float = 1.0) -> Collected:
     """Keep the trainable episodes and turns of ``trajectories`` (see the module docstring).
 
@@ -156,6 +175,7 @@ def collect(trajectories: Sequence[Trajectory], *, group_key: Any = None, temper
                     logprobs=old if old is not None else [float(lp) for lp in turn.logprobs or ()],
                     reward=float(turn.reward),
                     logprobs_match=old is not None,
+                    forced=_forced(turn),
                 )
             )
         out.turn_index.append(positions)
@@ -169,7 +189,7 @@ class TrainBatch:
     Attributes:
         input_ids: ``[N, L]`` prompt + completion ids, right-padded with the pad id.
         attention_mask: ``[N, L]`` 1 on real tokens, 0 on padding.
-        loss_mask: ``[N, L]`` float, 1 on completion tokens only.
+        loss_mask: ``[N, L]`` float, 1 on completion tokens only (not on forced ones).
         old_logprobs: ``[N, L]`` recorded log-probs at completion positions, 0 elsewhere.
         advantages: ``[N, L]`` each turn's advantage at its completion positions, 0 elsewhere.
         value_index: ``[N]`` position of each sequence's last prompt token (where PPO's value
@@ -304,6 +324,8 @@ def build_batch(
         input_ids[row, : p + c] = torch.tensor(sample.prompt_ids + sample.completion_ids, dtype=torch.long)
         attention_mask[row, : p + c] = 1
         loss_mask[row, p : p + c] = 1.0
+        for i in sample.forced:
+            loss_mask[row, p + i] = 0.0
         old_logprobs[row, p : p + c] = torch.tensor(sample.logprobs, dtype=torch.float32)
         if isinstance(advantage, Sequence):
             if len(advantage) != c:

@@ -26,12 +26,14 @@ from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import InvalidKwargsError, MissingDependencyError, check_choice, suggest
 from envgym.spaces import MAX_TEXT_LENGTH, Text
 
-__all__ = ["MINIWOB_TASK_SIZE", "MiniWoBEnv", "html_dir", "task_names"]
+__all__ = ["ACTION_SETS", "MINIWOB_TASK_SIZE", "MiniWoBEnv", "html_dir", "task_names"]
 
 logger = logging.getLogger(__name__)
 
 #: The task area of every MiniWoB page (CSS pixels): the screenshot and the coordinate space.
 MINIWOB_TASK_SIZE = (160, 210)
+#: ``"all"``: every action of :mod:`envgym.browser.actions`; ``"click"``: ``click(id)`` only.
+ACTION_SETS = ("all", "click")
 #: Elements of MiniWoB's own harness that are not part of the task (left out of the tree).
 _HARNESS_IDS = ("reward-display", "sync-task-cover", "click-canvas", "query", "attention-canvas")
 #: task -> whether its page leaves timers running after its load (filled at the first load).
@@ -212,6 +214,11 @@ class MiniWoBEnv(TextEnv):
     unknown id, a hidden element or a missing option is an invalid step with feedback (the page
     is untouched and no time passes). The action set is not finite: ``admissible_actions`` is
     ``None``; ``sample_action`` proposes a random click, fill, select or key on the tree.
+    ``action_set="click"`` (as BrowserGym's action subsets) allows only ``click(id)`` on an
+    element of the tree: the action set is then finite, ``admissible_actions`` lists one click
+    per element of the current tree in its order (what an agent choosing among candidates, or
+    the random-valid-action agent, needs), and any other call is an invalid step. For the tasks
+    that clicks alone solve (``click-button``, ``click-link``, ``click-tab``, ``click-option``...).
 
     **Reward components.** ``raw_reward``: MiniWoB's raw reward of the episode (in [-1, 1],
     given when the task ends it: e.g. 1 for the right button, -1 for a wrong one, partial values
@@ -227,7 +234,7 @@ class MiniWoBEnv(TextEnv):
     targets may need more: pass ``max_turns``).
 
     **Arguments.** ``task`` (a MiniWoB task name, e.g. ``"click-button"``); ``obs`` (``"text"``
-    or ``"dict"``); ``dom`` (add the DOM text to dict observations); ``boxes`` (add
+    or ``"dict"``); ``action_set`` (``"all"``, default, or ``"click"``); ``dom`` (add the DOM text to dict observations); ``boxes`` (add
     ``info["boxes"]``: id -> [x, y, width, height] in screenshot pixels); ``scale`` (screenshot
     pixels per CSS pixel, default 1: 160x210); ``step_ms`` (virtual time per action, default
     500); ``episode_ms`` (MiniWoB's episode time limit in virtual time, default none);
@@ -280,6 +287,7 @@ class MiniWoBEnv(TextEnv):
         *,
         task: str = "click-button",
         obs: str = "text",
+        action_set: str = "all",
         dom: bool = False,
         boxes: bool = False,
         scale: float = 1.0,
@@ -306,6 +314,7 @@ class MiniWoBEnv(TextEnv):
             render_mode=render_mode,
         )
         check_choice("obs", obs, ("text", "dict"))
+        check_choice("action_set", action_set, ACTION_SETS)
         check_choice("reset_mode", reset_mode, ("auto", "fast", "reload"))
         if not isinstance(step_ms, int) or isinstance(step_ms, bool) or not 0 <= step_ms <= 600_000:
             raise InvalidKwargsError(f"step_ms must be an integer in [0, 600000] (virtual ms), got {step_ms!r}.")
@@ -328,6 +337,7 @@ class MiniWoBEnv(TextEnv):
                 raise MissingDependencyError("pillow", "gui", "MiniWoB screenshots") from err
         self.task_name = task
         self.obs_mode = obs
+        self.action_set = action_set
         self.dom = bool(dom)
         self.boxes = bool(boxes)
         self.scale = float(scale)
@@ -456,9 +466,27 @@ class MiniWoBEnv(TextEnv):
 
     def _parse(self, text: str) -> Any:
         try:
-            return parse_action(text)
+            action = parse_action(text)
         except ActionSyntaxError as err:
             raise InvalidAction(str(err)) from None
+        if self.action_set == "click" and action.name != "click":
+            example = next(iter(self._ids()), 1)
+            raise InvalidAction(f"only click(id) is allowed here (action_set='click'), e.g. click({example}).")
+        return action
+
+    def _ids(self) -> list[int]:
+        """The element ids of the current tree, in its order."""
+        return [
+            int(line.split("]", 1)[0].strip().lstrip("["))
+            for line in self._state.get("tree", "").splitlines()
+            if line.strip().startswith("[")
+        ]
+
+    def admissible_actions(self) -> list[str] | None:
+        """One ``click(id)`` per element of the current tree with ``action_set="click"``, else ``None``."""
+        if self.action_set != "click":
+            return None
+        return [f"click({i})" for i in self._ids()]
 
     def _apply(self, action: Any) -> Transition:
         assert self._actor is not None
@@ -477,12 +505,13 @@ class MiniWoBEnv(TextEnv):
         return Transition(self._text, {"raw_reward": raw}, terminated=True, success=raw > 0)
 
     def sample_action(self, rng: random.Random) -> str:
-        """A random action on the current tree: mostly clicks, sometimes fill/select/press/scroll."""
-        ids = [
-            int(line.split("]", 1)[0].strip().lstrip("["))
-            for line in self._state.get("tree", "").splitlines()
-            if line.strip().startswith("[")
-        ]
+        """A random action on the current tree: mostly clicks, sometimes fill/select/press/scroll.
+
+        With ``action_set="click"``: a click on an element of the tree, uniformly.
+        """
+        ids = self._ids()
+        if self.action_set == "click":
+            return f"click({rng.choice(ids)})" if ids else "click(1)"
         roll = rng.random()
         if not ids or roll < 0.04:
             return rng.choice(['press("Enter")', 'press("Tab")', "scroll(0, 50)", "noop()"])

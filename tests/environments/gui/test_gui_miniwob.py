@@ -123,6 +123,30 @@ def test_checkboxes_fill_select_and_keys() -> None:
         env.close()
 
 
+def test_click_action_set_lists_the_clicks_and_refuses_other_calls() -> None:
+    env = MiniWoBEnv(task="click-option", action_set="click", max_turns=4)
+    try:
+        obs, info = env.reset(seed=4)
+        every = [int(line.strip()[1:].split("]", 1)[0]) for line in obs.splitlines() if line.strip().startswith("[")]
+        assert info["admissible_actions"] == [f"click({i})" for i in every] and len(every) >= 4
+        assert env.unwrapped.sample_action(random.Random(0)) in info["admissible_actions"]
+        for bad, reason in [('fill(1, "x")', "only click(id) is allowed"), ("click(999)", "no element [999]")]:
+            after, _, terminated, _, info = env.step(bad)
+            assert not info["action_valid"] and not terminated and reason in after.split("\n\n")[0]
+        # click-option needs two clicks (the radio button, then Submit): the clicks alone solve it
+        target = info["task"]["fields"]["target"]
+        (radio,) = _ids(obs, "radio", target)
+        (submit,) = _ids(obs, "button", "Submit")
+        _, _, terminated, _, info = env.step(f"click({radio})")
+        assert info["action_valid"] and not terminated and f"click({submit})" in info["admissible_actions"]
+        *_, terminated, _, info = env.step(f"click({submit})")
+        assert terminated and info["success"] and info["admissible_actions"] == []
+    finally:
+        env.close()
+    with pytest.raises(envgym.errors.InvalidKwargsError, match="action_set"):
+        MiniWoBEnv(task="click-button", action_set="keys")
+
+
 def _line_of(obs: str, ident: int) -> int:
     return next(i for i, line in enumerate(obs.splitlines()) if line.strip().startswith(f"[{ident}]"))
 
