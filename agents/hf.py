@@ -43,9 +43,9 @@ the valid actions (the action-scoring policies of SayCan and GLAM, drawn token b
 ``logprobs`` stay the full-vocabulary ones a trainer recomputes and ``sampling_logprobs`` are
 those of the restricted draw; ``extra["forced_tokens"]`` lists the reply's positions where one
 token was the only continuation (``click(`` of ``click(3)`` among ``click(1)`` ... ``click(9)``):
-they carry no decision, and the trainer leaves them out of the loss. Actions are tokenised on their own, as the first words of the
-reply, and wrapped in ``<action>...</action>`` when the input's stop strings hold
-``</action>`` (the harness's action tags). Inputs without an action list (open action sets)
+they carry no decision, and the trainer leaves them out of the loss. Actions are tokenised on
+their own, as the first words of the reply, and wrapped in ``<action>...</action>`` when the
+input's stop strings hold ``</action>`` (the harness's action tags). Inputs without an action list (open action sets)
 decode freely.
 
 Sampling uses the exponential race (Gumbel-max trick): see :func:`sample_next_tokens`.

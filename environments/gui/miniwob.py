@@ -234,9 +234,9 @@ class MiniWoBEnv(TextEnv):
     targets may need more: pass ``max_turns``).
 
     **Arguments.** ``task`` (a MiniWoB task name, e.g. ``"click-button"``); ``obs`` (``"text"``
-    or ``"dict"``); ``action_set`` (``"all"``, default, or ``"click"``); ``dom`` (add the DOM text to dict observations); ``boxes`` (add
-    ``info["boxes"]``: id -> [x, y, width, height] in screenshot pixels); ``scale`` (screenshot
-    pixels per CSS pixel, default 1: 160x210); ``step_ms`` (virtual time per action, default
+    or ``"dict"``); ``action_set`` (``"all"``, default, or ``"click"``); ``dom`` (add the DOM
+    text to dict observations); ``boxes`` (add ``info["boxes"]``: id -> [x, y, width, height] in
+    screenshot pixels); ``scale`` (screenshot pixels per CSS pixel, default 1: 160x210); ``step_ms`` (virtual time per action, default
     500); ``episode_ms`` (MiniWoB's episode time limit in virtual time, default none);
     ``reset_mode`` (``"auto"``, ``"fast"`` or ``"reload"``); ``headless``; ``split``
     (``"train"``/``"test"``: disjoint seed streams, and MiniWoB's test data mode for the
