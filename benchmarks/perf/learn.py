@@ -45,6 +45,15 @@ HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 ROOT = HERE.parents[1]
 
+#: What the MiniWoB presets share: clicks only (the admissible actions are one click(id) per
+#: element of the page's tree), no screenshots (render_mode None: nothing reads them), the prompt.
+_MINIWOB_CLICKS: dict[str, Any] = {
+    "env_kwargs": {"action_set": "click", "render_mode": None},
+    "max_turns": 5,
+    "max_new_tokens": 6,
+    "system_prompt": "You are using a web page. Reply with one action: click(id) of the element the task asks for.",
+}
+
 #: Presets: the task, the prompt and the recipe the experiments (README, "Training") settled on.
 PRESETS: dict[str, dict[str, Any]] = {
     "frozenlake-local": {
@@ -99,15 +108,11 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "miniwob-click-tab": {
+        **_MINIWOB_CLICKS,
         "adapter": "miniwob-click-tab",
         "env_id": "envgym/MiniWoB-click-tab-v0",
-        # clicks only: the admissible actions are one click(id) per element of the page's tree (9);
-        # any click ends the episode, +1 on the named tab (MiniWoB's reward; a click on the tab list
-        # lands on its middle tab) and -1 elsewhere. No screenshots (render_mode None): nothing reads them.
-        "env_kwargs": {"action_set": "click", "render_mode": None},
-        "max_turns": 5,
-        "max_new_tokens": 6,
-        "system_prompt": "You are using a web page. Reply with one action: click(id) of the element the task asks for.",
+        # 9 elements; any click ends the episode, +1 on the named tab (MiniWoB's reward; a click on
+        # the tab list lands on its middle tab) and -1 elsewhere
         "train": {
             "algo": "grpo",
             # 8 replies per task: the right click (1 of 9) is in most groups; 4 steps of 16 sequences
@@ -121,13 +126,9 @@ PRESETS: dict[str, dict[str, Any]] = {
         },
     },
     "miniwob-click-button": {
+        **_MINIWOB_CLICKS,
         "adapter": "miniwob-click-button",
         "env_id": "envgym/MiniWoB-click-button-v0",
-        # clicks only: the admissible actions are one click(id) per element of the page's tree
-        "env_kwargs": {"action_set": "click"},
-        "max_turns": 5,
-        "max_new_tokens": 6,
-        "system_prompt": "You are using a web page. Reply with one action: click(id) of the element the task asks for.",
         "train": {
             "algo": "grpo",
             "horizon": [[0, 1]],  # one click per training episode (the evaluation plays max_turns)
