@@ -601,7 +601,18 @@ class HFAgent(Agent):
         device = self.device
         # Similar lengths of what must be prefilled (the prompt past any cached prefix) go together.
         rows = sorted(rows, key=lambda row: len(row.prompt) - row.prefix)  # the rows are filled in place
-        logits, cache, attention_mask, position_ids = self._prefill(rows)
+        # Equal prompts (a GRPO group: one task, several replies) are prefilled once and their
+        # logits and KV copied to each row; every row still draws with its own generator.
+        first: dict[tuple[int, ...], int] = {}
+        owner = [first.setdefault(tuple(row.prompt), len(first)) for row in rows]
+        if len(first) < len(rows):
+            unique = [rows[owner.index(k)] for k in range(len(first))]
+            logits, cache, attention_mask, position_ids = self._prefill(unique)
+            index = torch.tensor(owner, dtype=torch.long, device=device)
+            _select_cache_rows(cache, index)
+            logits, attention_mask, position_ids = logits[index], attention_mask[index], position_ids[index]
+        else:
+            logits, cache, attention_mask, position_ids = self._prefill(rows)
         next_position = position_ids[:, -1:] + 1
         active = list(range(len(rows)))  # row index of each batch line
         while True:

@@ -52,6 +52,8 @@ _MINIWOB_CLICKS: dict[str, Any] = {
     "max_turns": 5,
     "max_new_tokens": 6,
     "system_prompt": "You are using a web page. Reply with one action: click(id) of the element the task asks for.",
+    # the task again after the page's tree, right before the reply (it also opens the observation)
+    "goal_reminder": True,
 }
 
 #: Presets: the task, the prompt and the recipe the experiments (README, "Training") settled on.
@@ -119,6 +121,46 @@ PRESETS: dict[str, dict[str, Any]] = {
             "group_size": 8,
             "groups_per_update": 8,
             "minibatches": 4,
+            "lr": 1e-3,
+            "temperature": 4.0,
+            "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
+            "choices": "admissible",
+        },
+    },
+    "miniwob-click-link": {
+        **_MINIWOB_CLICKS,
+        "adapter": "miniwob-click-link",
+        "env_id": "envgym/MiniWoB-click-link-v0",
+        # a paragraph with a few links (the tree lists only them); a click on any link ends the
+        # episode, +1 on the one the task names, -1 on another
+        "train": {
+            "algo": "grpo",
+            "group_size": 8,
+            "groups_per_update": 8,
+            "minibatches": 4,
+            "lr": 5e-4,
+            "temperature": 2.0,
+            "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
+            "choices": "admissible",
+        },
+    },
+    "miniwob-click-option": {
+        **_MINIWOB_CLICKS,
+        "adapter": "miniwob-click-option",
+        "env_id": "envgym/MiniWoB-click-option-v0",
+        "env_kwargs": {"action_set": "click_text", "render_mode": None},
+        "max_turns": 4,
+        "max_new_tokens": 24,
+        "system_prompt": 'You are using a web page. Reply with one action: click("text") of the element to click next.',
+        "train": {
+            "algo": "grpo",
+            # success pays 1, anything else 0: with MiniWoB's -1 for a wrong Submit, never
+            # submitting (0) was the safe reply the policy drifted to
+            "reward_wrappers": [{"outcome": {"rubric": "outcome_reward"}}],
+            "horizon": [[0, 3]],  # 3 clicks per training episode (the radio, Submit, one spare)
+            "group_size": 8,
+            "groups_per_update": 8,
+            "minibatches": 4,
             "lr": 5e-4,
             "temperature": 2.0,
             "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
@@ -154,6 +196,7 @@ def prompt_config(preset: dict[str, Any]) -> Any:
         last_k=preset.get("last_k", 4),
         show_admissible=False,
         format_feedback=False,
+        goal_reminder=preset.get("goal_reminder", False),
     )
 
 

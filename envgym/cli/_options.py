@@ -36,6 +36,7 @@ __all__ = [
     "EpisodeTimeoutOption",
     "EpisodesOption",
     "FamilyOption",
+    "GoalReminderOption",
     "GroupSizeOption",
     "HistoryOption",
     "JsonOption",
@@ -118,6 +119,7 @@ HistoryOption = Annotated[str, typer.Option("--history", help=_prompt("history")
 LastKOption = Annotated[int, typer.Option("--last-k", help=_prompt("last_k"))]
 TokenBudgetOption = Annotated[int | None, typer.Option("--token-budget", help=_prompt("token_budget"))]
 ReplyTokensOption = Annotated[int | None, typer.Option("--reply-tokens", help=_prompt("max_new_tokens"))]
+GoalReminderOption = Annotated[bool, typer.Option("--goal-reminder/--no-goal-reminder", help=_prompt("goal_reminder"))]
 StopAtActionOption = Annotated[
     bool, typer.Option("--stop-at-action/--no-stop-at-action", help=_prompt("stop_at_action"))
 ]

@@ -41,6 +41,7 @@ from envgym.cli._options import (
     EpisodesOption,
     EpisodeTimeoutOption,
     FamilyOption,
+    GoalReminderOption,
     GroupSizeOption,
     HistoryOption,
     JsonOption,
@@ -200,6 +201,7 @@ def run_command(
     token_budget: TokenBudgetOption = None,
     reply_tokens: ReplyTokensOption = None,
     stop_at_action: StopAtActionOption = True,
+    goal_reminder: GoalReminderOption = False,
     out: Annotated[
         str | None,
         out_option("Run folder: records written as each episode ends; re-run to resume.", short=False),
@@ -288,6 +290,7 @@ def run_command(
             token_budget=token_budget,
             max_new_tokens=reply_tokens,
             stop_at_action=stop_at_action,
+            goal_reminder=goal_reminder,
         ),
     )
     console = err_console()

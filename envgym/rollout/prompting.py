@@ -142,6 +142,13 @@ class PromptConfig:
     max_admissible: int = field(
         default=30, metadata=_help("Longest admissible-action list shown with show_admissible (>= 1).")
     )
+    goal_reminder: bool = field(
+        default=False,
+        metadata=_help(
+            "End each user message with 'Your goal: <goal>' (info['task']['goal']; nothing when the task "
+            "has none): the instruction stands right before the reply, where small models attend most."
+        ),
+    )
     max_turns: int | None = field(
         default=None,
         metadata=_help(
@@ -186,7 +193,7 @@ class PromptConfig:
         _check_int("max_turns", self.max_turns, optional=True)
         _check_int("token_budget", self.token_budget, optional=True)
         _check_int("max_new_tokens", self.max_new_tokens, optional=True)
-        for name in ("format_feedback", "show_admissible", "stop_at_action"):
+        for name in ("format_feedback", "show_admissible", "goal_reminder", "stop_at_action"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be true or false, got {value!r}.")
@@ -423,7 +430,7 @@ class Conversation:
     """
 
     __slots__ = (
-        "_block", "_current", "_dropped", "_feedback", "_head", "_history", "_messages", "_summary_cache",
+        "_block", "_current", "_dropped", "_feedback", "_goal", "_head", "_history", "_messages", "_summary_cache",
         "_summary_lines", "config", "env_id", "estimated_tokens", "stop", "system", "tokens_used", "turns",
     )  # fmt: skip
 
@@ -431,13 +438,14 @@ class Conversation:
         """Start an episode from its first observation and ``info`` (from ``env.reset``)."""
         self.config = config
         self.env_id = env_id
+        self._goal = _goal(info)
         name, summary = env_description(env_id)
         tags = config.action_tags
         values = {
             "env_name": name,
             "env_id": env_id,
             "env_summary": summary,
-            "goal": _goal(info),
+            "goal": self._goal,
             "action_format": _action_format(tags),
         }
         template = DEFAULT_SYSTEM_PROMPT if config.system_prompt is None else config.system_prompt
@@ -478,6 +486,8 @@ class Conversation:
             actions = info.get("admissible_actions")
             if actions and len(actions) <= self.config.max_admissible:
                 text = f"{text}\n\nValid actions: {', '.join(map(str, actions))}"
+        if self.config.goal_reminder and self._goal:
+            text = f"{text}\n\nYour goal: {self._goal}"
         return text
 
     def messages(self) -> tuple[dict[str, str], ...]:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
+import json
 import logging
 import random
+import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,6 +18,7 @@ from gymnasium import spaces
 from envgym.browser import (
     AXTREE_JS,
     VIRTUAL_CLOCK_JS,
+    Action,
     ActionError,
     ActionSyntaxError,
     PageActor,
@@ -32,8 +36,12 @@ logger = logging.getLogger(__name__)
 
 #: The task area of every MiniWoB page (CSS pixels): the screenshot and the coordinate space.
 MINIWOB_TASK_SIZE = (160, 210)
-#: ``"all"``: every action of :mod:`envgym.browser.actions`; ``"click"``: ``click(id)`` only.
-ACTION_SETS = ("all", "click")
+#: ``"all"``: every action of :mod:`envgym.browser.actions`; ``"click"``: ``click(id)`` only;
+#: ``"click_text"``: ``click("name")`` only, an element named by its text.
+ACTION_SETS = ("all", "click", "click_text")
+#: A tree line's id and, when it has one, its name (a JSON string).
+_TREE_LINE = re.compile(r'^\s*\[(\d+)\] \S+(?: ("(?:[^"\\]|\\.)*"))?')
+_CLICK_TEXT = re.compile(r"^\s*click\s*\((.*)\)\s*$", re.DOTALL)
 #: Elements of MiniWoB's own harness that are not part of the task (left out of the tree).
 _HARNESS_IDS = ("reward-display", "sync-task-cover", "click-canvas", "query", "attention-canvas")
 #: task -> whether its page leaves timers running after its load (filled at the first load).
@@ -219,6 +227,11 @@ class MiniWoBEnv(TextEnv):
     per element of the current tree in its order (what an agent choosing among candidates, or
     the random-valid-action agent, needs), and any other call is an invalid step. For the tasks
     that clicks alone solve (``click-button``, ``click-link``, ``click-tab``, ``click-option``...).
+    ``action_set="click_text"`` names the element by its text instead, ``click("Tab #2")``
+    (WebShop's ``click[text]``, Playwright's locators by name): the first element of the tree
+    whose name is that text (exactly, else ignoring case and spacing) is clicked;
+    ``admissible_actions`` lists one ``click("name")`` per distinct name of the tree (names are
+    JSON strings, as the tree writes them); an unknown name is an invalid step.
 
     **Reward components.** ``raw_reward``: MiniWoB's raw reward of the episode (in [-1, 1],
     given when the task ends it: e.g. 1 for the right button, -1 for a wrong one, partial values
@@ -234,7 +247,7 @@ class MiniWoBEnv(TextEnv):
     targets may need more: pass ``max_turns``).
 
     **Arguments.** ``task`` (a MiniWoB task name, e.g. ``"click-button"``); ``obs`` (``"text"``
-    or ``"dict"``); ``action_set`` (``"all"``, default, or ``"click"``); ``dom`` (add the DOM
+    or ``"dict"``); ``action_set`` (``"all"``, default, ``"click"`` or ``"click_text"``); ``dom`` (add the DOM
     text to dict observations); ``boxes`` (add ``info["boxes"]``: id -> [x, y, width, height] in
     screenshot pixels); ``scale`` (screenshot pixels per CSS pixel, default 1: 160x210); ``step_ms`` (virtual time per action, default
     500); ``episode_ms`` (MiniWoB's episode time limit in virtual time, default none);
@@ -465,6 +478,8 @@ class MiniWoBEnv(TextEnv):
         return self._text
 
     def _parse(self, text: str) -> Any:
+        if self.action_set == "click_text":
+            return self._parse_click_text(text)
         try:
             action = parse_action(text)
         except ActionSyntaxError as err:
@@ -473,6 +488,40 @@ class MiniWoBEnv(TextEnv):
             example = next(iter(self._ids()), 1)
             raise InvalidAction(f"only click(id) is allowed here (action_set='click'), e.g. click({example}).")
         return action
+
+    def _parse_click_text(self, text: str) -> Any:
+        """``click("name")`` -> the click on the first element of the tree with that name."""
+        named = self._named()
+        example = f"click({json.dumps(named[0][1])})" if named else 'click("Submit")'
+        match = _CLICK_TEXT.match(text)
+        try:
+            name = ast.literal_eval(match.group(1).strip()) if match else None
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            name = None
+        if not isinstance(name, str):
+            raise InvalidAction(f"only click(\"name\") is allowed here (action_set='click_text'), e.g. {example}.")
+        target = next((i for i, n in named if n == name), None)
+        if target is None:
+            folded = " ".join(name.split()).casefold()
+            target = next((i for i, n in named if " ".join(n.split()).casefold() == folded), None)
+        if target is None:
+            names = list(dict.fromkeys(n for _, n in named))
+            raise InvalidAction(
+                f"no element of the page is named {json.dumps(name)}.{suggest(name, names)} "
+                f"The named elements: {', '.join(json.dumps(n) for n in names[:20])}."
+            )
+        return Action("click", (target,))
+
+    def _named(self) -> list[tuple[int, str]]:
+        """``(id, name)`` of the current tree's elements that have a name, in tree order."""
+        out = []
+        for line in self._state.get("tree", "").splitlines():
+            match = _TREE_LINE.match(line)
+            if match and match.group(2):
+                name = json.loads(match.group(2))
+                if name.strip():
+                    out.append((int(match.group(1)), name))
+        return out
 
     def _ids(self) -> list[int]:
         """The element ids of the current tree, in its order."""
@@ -483,7 +532,10 @@ class MiniWoBEnv(TextEnv):
         ]
 
     def admissible_actions(self) -> list[str] | None:
-        """One ``click(id)`` per element of the current tree with ``action_set="click"``, else ``None``."""
+        """One ``click(id)`` per element of the current tree with ``action_set="click"``, one
+        ``click("name")`` per distinct element name with ``"click_text"``, else ``None``."""
+        if self.action_set == "click_text":
+            return [f"click({json.dumps(n)})" for n in dict.fromkeys(n for _, n in self._named())]
         if self.action_set != "click":
             return None
         return [f"click({i})" for i in self._ids()]
@@ -509,6 +561,9 @@ class MiniWoBEnv(TextEnv):
 
         With ``action_set="click"``: a click on an element of the tree, uniformly.
         """
+        if self.action_set == "click_text":
+            actions = self.admissible_actions() or ['click("Submit")']
+            return rng.choice(actions)
         ids = self._ids()
         if self.action_set == "click":
             return f"click({rng.choice(ids)})" if ids else "click(1)"

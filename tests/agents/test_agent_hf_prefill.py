@@ -179,3 +179,42 @@ def test_reset_drops_keys_and_values_of_old_weights() -> None:
     fresh = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=4, temperature=0.0).act(_turn_inputs(1))
     assert [o.token_ids for o in after] == [o.token_ids for o in fresh]
     assert [o.logprobs for o in after] != [o.logprobs for o in before]
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": 0.0}, {"temperature": 1.0}])
+def test_equal_prompts_are_prefilled_once_and_draw_apart(kwargs: dict[str, Any]) -> None:
+    """A GRPO group (one prompt, several members) costs one prefill row; each member still draws
+    with its own generator, and member 0 replies as its prompt does alone in a batch."""
+    model, tokenizer = tiny_causal_lm(seed=0)
+
+    def play(members: int) -> tuple[list[Any], list[int]]:
+        agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=8, **kwargs)
+        inputs = []
+        for i, q in enumerate(QUESTIONS):
+            for m in range(members):
+                agent.start_episode(f"ep{i}-{m}", "envgym/Test-v0", 50 + i, member=m)
+                inputs.append(AgentInput(f"ep{i}-{m}", "envgym/Test-v0", q, {}, 0, ({"role": "user", "content": q},)))
+        rows: list[int] = []
+        forward = agent._forward
+
+        def counting(input_ids: Any, attention_mask: Any, positions: Any, cache: Any) -> Any:
+            if cache is None or input_ids.shape[1] > 1:
+                rows.append(input_ids.shape[0])  # a prefill call (decoding steps feed one token)
+            return forward(input_ids, attention_mask, positions, cache)
+
+        agent._forward = counting  # type: ignore[method-assign]
+        return agent.act(inputs), rows
+
+    alone, alone_rows = play(1)
+    grouped, grouped_rows = play(4)
+    assert sum(alone_rows) == sum(grouped_rows) == len(QUESTIONS)  # 32 rows, 8 prompts prefilled
+    for i, a in enumerate(alone):
+        b = grouped[4 * i]
+        assert a.token_ids == b.token_ids and a.prompt_token_ids == b.prompt_token_ids
+        scale = max(1.0, *map(abs, a.logprobs))
+        assert_close_scaled(b.logprobs, a.logprobs, dtype=torch.float32, ulps=ONE_PASS, scale=scale)
+    members = [tuple(out.token_ids) for out in grouped]
+    if kwargs["temperature"] == 0.0:
+        assert members == [m for m in members[::4] for _ in range(4)]  # greedy: copies agree
+    else:
+        assert len(set(members)) > len(QUESTIONS)  # sampled: the members of a group differ

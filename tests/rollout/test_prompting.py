@@ -307,6 +307,23 @@ def test_admissible_list_only_when_short() -> None:
     assert Conversation(PromptConfig(show_admissible=False), FL, "o", info).messages()[-1]["content"] == "o"
 
 
+def test_goal_reminder_ends_every_user_message() -> None:
+    info = {"task": {"goal": "reach the gift"}, "admissible_actions": ["a", "b"]}
+    config = PromptConfig(goal_reminder=True, history="full", action_tags=())
+    chat = Conversation(config, FL, "o1", info)
+    assert chat.messages()[-1]["content"] == "o1\n\nValid actions: a, b\n\nYour goal: reach the gift"
+    # later infos may lack the task: the goal stays
+    chat.record("a", chat.parse("a"), "o2", {"admissible_actions": ["c"]})
+    assert [m["content"] for m in chat.messages() if m["role"] == "user"] == [
+        "o1\n\nValid actions: a, b\n\nYour goal: reach the gift",
+        "o2\n\nValid actions: c\n\nYour goal: reach the gift",
+    ]
+    assert Conversation(config, FL, "o", {}).messages()[-1]["content"] == "o"  # no goal, no reminder
+    assert Conversation(PromptConfig(), FL, "o", info).messages()[-1]["content"] == "o\n\nValid actions: a, b"
+    with pytest.raises(ConfigError, match="goal_reminder must be true or false"):
+        PromptConfig(goal_reminder="yes")  # type: ignore[arg-type]
+
+
 UNKNOWN_GAOL = r"unknown placeholder '\{gaol\}'; known placeholders: \{env_name\}, .*Did you mean 'goal'\?"
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import textwrap
@@ -145,6 +146,38 @@ def test_click_action_set_lists_the_clicks_and_refuses_other_calls() -> None:
         env.close()
     with pytest.raises(envgym.errors.InvalidKwargsError, match="action_set"):
         MiniWoBEnv(task="click-button", action_set="keys")
+
+
+def test_click_text_action_set_clicks_elements_by_their_names() -> None:
+    env = MiniWoBEnv(task="click-option", action_set="click_text", max_turns=6)
+    try:
+        obs, info = env.reset(seed=4)
+        target = info["task"]["fields"]["target"]
+        # one click per distinct name, in tree order (each radio and its label share a name)
+        names = [json.loads(m.group(1)) for m in re.finditer(r'^ *\[\d+\] \S+ ("(?:[^"\\]|\\.)*")', obs, re.MULTILINE)]
+        assert info["admissible_actions"] == [f"click({json.dumps(n)})" for n in dict.fromkeys(names)]
+        assert (
+            f"click({json.dumps(target)})" in info["admissible_actions"]
+            and 'click("Submit")' in info["admissible_actions"]
+        )
+        assert env.unwrapped.sample_action(random.Random(0)) in info["admissible_actions"]
+        for bad, reason in [
+            ("click(1)", 'only click("name") is allowed'),
+            ('fill(1, "x")', 'only click("name") is allowed'),
+            ('click("Submitt")', "no element of the page is named \"Submitt\". Did you mean 'Submit'?"),
+            ("click(__import__('os'))", 'only click("name") is allowed'),
+        ]:
+            after, _, terminated, _, info = env.step(bad)
+            assert not info["action_valid"] and not terminated and reason in after.split("\n\n")[0]
+        # a name matches exactly, else ignoring case and spacing; the radio is clicked, then Submit
+        _, _, terminated, _, info = env.step(f"click({json.dumps('  ' + target.upper() + ' ')})")
+        tree = env.unwrapped._state["tree"]
+        (radio,) = _ids(tree, "radio", target)
+        assert info["action_valid"] and not terminated and "checked" in tree.splitlines()[_line_of(tree, radio)]
+        *_, terminated, _, info = env.step("click('Submit')")
+        assert terminated and info["success"]
+    finally:
+        env.close()
 
 
 def _line_of(obs: str, ident: int) -> int:
