@@ -150,10 +150,18 @@ PRESETS: dict[str, dict[str, Any]] = {
         "env_id": "envgym/MiniWoB-click-option-v0",
         "env_kwargs": {"action_set": "click_text", "render_mode": None},
         "max_turns": 4,
+        # the previous turn stays in the prompt: "I clicked the radio already" is a whole
+        # assistant message there, where the latest page alone says it with the one word "checked"
+        "history": "last_k",
+        "last_k": 1,
         "max_new_tokens": 24,
         "system_prompt": 'You are using a web page. Reply with one action: click("text") of the element to click next.',
         "train": {
-            "algo": "grpo",
+            # Step-level credit: turns of a group that saw the same page (the first page of the
+            # task; the page with the target checked) are compared by their return from there,
+            # so Submit is taught where it pays (after the radio) and not before it.
+            "algo": "gigpo",
+            "gamma": 0.9,
             # success pays 1, anything else 0: with MiniWoB's -1 for a wrong Submit, never
             # submitting (0) was the safe reply the policy drifted to
             "reward_wrappers": [{"outcome": {"rubric": "outcome_reward"}}],
@@ -162,7 +170,7 @@ PRESETS: dict[str, dict[str, Any]] = {
             "groups_per_update": 8,
             "minibatches": 4,
             "lr": 5e-4,
-            "temperature": 2.0,
+            "temperature": 4.0,  # Submit after the radio is rare at 2 (the model repeats its click)
             "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
             "choices": "admissible",
         },
@@ -340,6 +348,8 @@ def train(args: argparse.Namespace, preset: dict[str, Any]) -> dict[str, Any]:
     checkpoint = latest_checkpoint(config.out_dir)
     if checkpoint is None:
         raise SystemExit(f"no checkpoint under {config.out_dir}: training did not complete an update")
+    if final_update is None:  # the budget was spent in an earlier session: its newest checkpoint
+        final_update = int(checkpoint.name.rsplit("-", 1)[-1])
     return {"seconds": round(seconds, 1), "final_update": final_update, "checkpoint": str(checkpoint)}
 
 
@@ -424,6 +434,13 @@ def export_adapter(checkpoint: Path, preset: dict[str, Any], summary: dict[str, 
         "max_turns": preset["max_turns"],
         "max_new_tokens": preset["max_new_tokens"],
         "system_prompt": preset["system_prompt"],
+        # the rest of the prompt it was trained and evaluated with (envgym run: --history,
+        # --last-k, --goal-reminder)
+        "prompt": {
+            "history": preset.get("history", "none"),
+            "last_k": preset.get("last_k", 4),
+            "goal_reminder": preset.get("goal_reminder", False),
+        },
         "recipe": preset["train"],
         # how an agent loading the adapter replies by default (the way it was trained and evaluated)
         "agent_options": {"choices": preset["train"]["choices"]},
