@@ -77,6 +77,7 @@ RUN_FIELDS = {
     "--token-budget": (PromptConfig, "token_budget"),
     "--reply-tokens": (PromptConfig, "max_new_tokens"),
     "--stop-at-action": (PromptConfig, "stop_at_action"),
+    "--goal-reminder": (PromptConfig, "goal_reminder"),
 }
 #: Flags of ``train`` -> the TrainConfig field they set.
 TRAIN_FIELDS = {
