@@ -43,20 +43,25 @@ recompute it). Honesty comes from the replay in :mod:`envgym.leaderboard.verify`
 from __future__ import annotations
 
 import base64
+import binascii
 import gzip
 import hashlib
 import io
 import json
 import math
 import os
+import re
+import struct
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from envgym._clock import utc_timestamp
 from envgym.bench.run import BENCH_FORMAT, load_bench_run
+from envgym.core import TerminationReason
 from envgym.errors import ConfigError, EnvgymError
 from envgym.registration import ENV_ID
 from envgym.rollout.records import episode_record
@@ -66,12 +71,16 @@ __all__ = [
     "BENCH_FORMAT",
     "BUNDLE_FORMAT",
     "BUNDLE_SUFFIX",
+    "DEFAULT_LIMITS",
     "Bundle",
     "BundleError",
+    "BundleLimits",
+    "check_screenshot",
     "bundle_bytes",
     "canonical_json",
     "content_hash",
     "make_bundle",
+    "parse_bundle",
     "read_bundle",
     "write_bundle",
 ]
@@ -85,7 +94,27 @@ DEFAULT_MAX_UNCOMPRESSED = 256 * 1024 * 1024
 
 
 class BundleError(EnvgymError, ValueError):
-    """A bundle or a bench run folder is malformed (not a verification failure: it cannot be read)."""
+    """A bundle or a bench run folder is malformed (not a verification failure: it cannot be read).
+
+    Attributes:
+        status: the HTTP status a server answers with: ``400`` (malformed, the default) or ``413``
+            (a size cap of :class:`BundleLimits` was exceeded).
+    """
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+    def __reduce__(self) -> Any:  # the keyword-only status survives pickling (process pool)
+        return (_bundle_error, (str(self), self.status))
+
+
+def _bundle_error(message: str, status: int) -> BundleError:
+    return BundleError(message, status=status)
+
+
+def _too_large(message: str) -> BundleError:
+    return BundleError(message, status=413)
 
 
 @dataclass
@@ -237,8 +266,8 @@ def make_bundle(
         metadata: free ``key -> value`` facts about the agent (model, scaffold, authors, flags).
         text_cap: characters kept of each observation and completion.
     """
-    if not isinstance(text_cap, int) or text_cap < 0:
-        raise BundleError(f"text_cap must be an integer >= 0, got {text_cap!r}.")
+    if isinstance(text_cap, bool) or not isinstance(text_cap, int) or not 0 <= text_cap <= DEFAULT_LIMITS.max_text_cap:
+        raise BundleError(f"text_cap must be an integer from 0 to {DEFAULT_LIMITS.max_text_cap}, got {text_cap!r}.")
     root = Path(run_dir)
     if not root.is_dir():
         raise BundleError(f"{root} is not a folder; pass the folder of a bench run (envgym bench run --out DIR).")
@@ -321,9 +350,13 @@ def make_bundle(
         "text_cap": text_cap,
     }
     try:
-        return Bundle(manifest, episodes).rehash()
+        bundle = Bundle(manifest, episodes).rehash()
     except ValueError as err:  # allow_nan=False: a NaN somewhere in the run's records
         raise BundleError(f"{root}: the run holds a value JSON cannot carry ({err}).") from err
+    # The server's checks, here: a bundle it would refuse (metadata too large, a bad name) is
+    # refused before it is uploaded.
+    _check_manifest(bundle.manifest)
+    return bundle
 
 
 # -- writing and reading ---------------------------------------------------------------------------
@@ -349,26 +382,147 @@ def write_bundle(bundle: Bundle, path: str | os.PathLike[str]) -> Path:
     return target
 
 
-def _decompress(data: bytes, max_bytes: int) -> bytes:
+# -- limits ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class BundleLimits:
+    """Size and range caps a bundle is held to while it is read, each checked before the work or
+    the memory it bounds (a line is refused while it streams in, before it is parsed).
+
+    A field over its cap is refused with :class:`BundleError` ``status=413`` and a one-line reason;
+    a value out of range or of the wrong type with ``status=400``. The defaults are far above what
+    honest bench runs produce (the published bundles use well under a tenth of each).
+    """
+
+    max_unpacked_bytes: int = DEFAULT_MAX_UNCOMPRESSED
+    """Largest uncompressed bundle (a gzip bomb stops here)."""
+    max_manifest_bytes: int = 1024 * 1024
+    """Largest manifest line (line 1: suite copy, entries, agent, packages)."""
+    max_line_bytes: int = 16 * 1024 * 1024
+    """Largest episode line (one episode with all its turns and screenshots)."""
+    max_trials: int = 1000
+    """Largest ``trials``; the suite's own limit, checked by the verifier, is smaller."""
+    max_episodes: int = 1_000_000
+    """Largest number of episode lines (``episodes``, and each ``entries[].episodes``)."""
+    max_entries: int = 1000
+    """Largest number of suite entries."""
+    max_text_cap: int = 100_000
+    """Largest ``text_cap`` (characters kept of each observation and completion)."""
+    max_metadata_bytes: int = 16 * 1024
+    """Largest ``agent.metadata`` and ``agent.options``, each as canonical JSON."""
+    max_action_chars: int = 256 * 1024
+    """Largest action of any environment (the verifier applies each environment's own, smaller cap)."""
+    max_turns: int = 10_000
+    """Most turns of one episode."""
+    max_errors_bytes: int = 64 * 1024
+    """Largest ``errors`` list of one episode, as canonical JSON."""
+    max_state_bytes: int = 64 * 1024
+    """Largest ``final_state`` (an environment's own regrade record) and non-text observation."""
+    max_screenshot_bytes: int = 2 * 1024 * 1024
+    """Largest screenshot, as PNG bytes."""
+    max_screenshot_side: int = 4096
+    """Largest screenshot width or height, in pixels (read from the PNG header)."""
+    max_screenshot_pixels: int = 4096 * 2048
+    """Largest screenshot area (width x height): what a viewer's browser decodes."""
+    max_screenshots_bytes: int = 64 * 1024 * 1024
+    """Largest sum of the screenshots of a bundle, as PNG bytes."""
+
+    def __post_init__(self) -> None:
+        for name, value in vars(self).items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"BundleLimits.{name} must be an integer >= 1, got {value!r}.")
+
+
+DEFAULT_LIMITS = BundleLimits()
+
+#: Room a cut text takes past ``text_cap``: the marker ``… [N more characters cut]``.
+_CUT_MARK_ROOM = 64
+_PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+_PNG_URI = "data:image/png;base64,"
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_GIT_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+#: A version string: ``0.1.0``, ``1.2.3rc1``, ``0.1.0.dev4+g1a2b3c``: digits first, at most 64 characters.
+_VERSION = re.compile(r"[0-9]{1,9}(\.[0-9]{1,9}){0,5}([.+_!-]?[0-9A-Za-z]{1,32}){0,4}")
+#: Control characters and bidirectional overrides: never part of a name (they forge what a page
+#: or a terminal shows).
+_FORGING = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+#: Where an episode ends: the values of :class:`~envgym.core.TerminationReason`.
+TERMINATION_REASONS = frozenset(r.value for r in TerminationReason)
+
+MANIFEST_KEYS = frozenset(
+    {
+        "format", "suite", "suite_spec", "entries", "agent", "trials", "envgym_version", "packages",
+        "git_commit", "created", "bundled_at", "episodes", "text_cap", "content_hash",
+    }
+)  # fmt: skip
+ENTRY_KEYS = frozenset({"name", "env_id", "env_version", "env_kwargs", "max_turns", "episodes", "agents"})
+AGENT_KEYS = frozenset({"spec", "name", "options", "metadata"})
+EPISODE_LINE_KEYS = frozenset({"entry", *EPISODE_KEYS, "final_screenshot", "agent_id", "position", "final_state"})
+TURN_KEYS = frozenset(
+    {"action", "reward", "reward_components", "action_valid", "terminated", "truncated", "observation",
+     "completion", "format_ok", "screenshot"}
+)  # fmt: skip
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+
+def _lines(data: bytes, limits: BundleLimits) -> Iterator[tuple[int, bytes]]:
+    """The non-blank lines of the gzip stream ``data``, numbered from 1, decompressed a chunk at a
+    time: the total and each line are held to their caps while they stream in, so an oversized
+    line is refused before it is whole, let alone parsed."""
     if data[:2] != b"\x1f\x8b":
         raise BundleError(
             "not a bundle: a bundle is a gzip file (it starts with bytes 1f 8b); "
             f"got {data[:16]!r}. Make one with `envgym leaderboard submit RUN --out FILE`."
         )
     decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    out = bytearray()
-    try:
-        chunk = decoder.decompress(data, max_bytes + 1)
-        out += chunk
-        while decoder.unconsumed_tail and len(out) <= max_bytes:
-            out += decoder.decompress(decoder.unconsumed_tail, max_bytes + 1 - len(out))
-    except zlib.error as err:
-        raise BundleError(f"the bundle's gzip stream is damaged ({err}).") from err
-    if len(out) > max_bytes:
-        raise BundleError(f"the bundle unpacks to more than {max_bytes} bytes, the limit; split the run or raise it.")
-    if not decoder.eof:
-        raise BundleError("the bundle's gzip stream is cut short (the file is truncated).")
-    return bytes(out)
+    tail: bytes = data
+    pending = bytearray()
+    total = 0
+    number = 0
+    chunk_size = 1024 * 1024
+    while True:
+        try:
+            chunk = decoder.decompress(tail, chunk_size)
+        except zlib.error as err:
+            raise BundleError(f"the bundle's gzip stream is damaged ({err}).") from err
+        tail = decoder.unconsumed_tail
+        total += len(chunk)
+        if total > limits.max_unpacked_bytes:
+            raise _too_large(
+                f"the bundle unpacks to more than {limits.max_unpacked_bytes} bytes, the limit; "
+                "split the run or raise it."
+            )
+        start = 0
+        if chunk:
+            pending += chunk
+            while (end := pending.find(b"\n", start)) >= 0:
+                line = bytes(pending[start:end])
+                start = end + 1
+                if line.strip():
+                    number += 1
+                    _check_line_size(number, len(line), limits)
+                    yield number, line
+            del pending[:start]
+            _check_line_size(number + 1, len(pending), limits)
+        if decoder.eof:
+            break
+        if not chunk and not tail:
+            raise BundleError("the bundle's gzip stream is cut short (the file is truncated).")
+    if bytes(pending).strip():
+        yield number + 1, bytes(pending)
+
+
+def _check_line_size(number: int, size: int, limits: BundleLimits) -> None:
+    cap = limits.max_manifest_bytes if number == 1 else limits.max_line_bytes
+    if size > cap:
+        what = "the manifest (line 1)" if number == 1 else f"line {number} of the bundle"
+        raise _too_large(
+            f"{what} is longer than {cap} bytes, the limit; a bundle keeps "
+            f"{'the agent metadata small' if number == 1 else 'observations and completions cut to text_cap'}."
+        )
 
 
 def _expect(cond: bool, where: str, what: str, value: Any) -> None:
@@ -380,85 +534,301 @@ def _is_num(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check_manifest(m: Any) -> None:
+def _is_int(value: Any, low: int, high: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _is_text(value: Any, high: int, low: int = 0) -> bool:
+    return isinstance(value, str) and low <= len(value) <= high
+
+
+def _json_size(value: Any) -> int:
+    return len(canonical_json(value))
+
+
+def _cap_json(value: Any, cap: int, where: str) -> None:
+    size = _json_size(value)
+    if size > cap:
+        raise _too_large(f"{where} is {size} bytes as JSON, more than the {cap} allowed; keep it short.")
+
+
+def _unknown(record: Mapping[str, Any], known: frozenset[str], where: str) -> None:
+    if record.keys() <= known:
+        return
+    extra = sorted(k for k in record if k not in known)
+    if extra:
+        raise BundleError(
+            f"{where}: unknown field(s) {', '.join(repr(k[:40]) for k in extra[:5])}; "
+            f"expected only {', '.join(sorted(known))}."
+        )
+
+
+def _check_date(value: Any, where: str) -> None:
+    ok = _is_text(value, 40, 10)
+    if ok:
+        try:
+            datetime.fromisoformat(value)
+        except ValueError:
+            ok = False
+    _expect(ok, where, "an ISO 8601 date and time such as '2026-11-26T15:39:49+00:00'", value)
+
+
+def _check_name(value: Any, where: str, high: int, low: int = 1) -> None:
+    _expect(_is_text(value, high, low), where, f"text of {low} to {high} characters", value)
+    match = _FORGING.search(value)
+    if match is not None:
+        raise BundleError(
+            f"{where}: control or bidirectional-override character {match.group()!r} at position {match.start()}; "
+            "names are plain text (remove it)."
+        )
+
+
+def _check_manifest(m: Any, limits: BundleLimits = DEFAULT_LIMITS) -> None:
     _expect(isinstance(m, dict), "manifest (line 1)", "a JSON object", m)
     _expect(m.get("format") == BUNDLE_FORMAT, "manifest", f"format {BUNDLE_FORMAT!r}", m.get("format"))
+    _unknown(m, MANIFEST_KEYS, "manifest")
     suite = m.get("suite")
     _expect(
-        isinstance(suite, dict) and all(isinstance(suite.get(k), str) for k in ("id", "name", "version", "sha256")),
+        isinstance(suite, dict)
+        and set(suite) == {"id", "name", "version", "sha256"}
+        and _is_text(suite["id"], 100, 1)
+        and _is_text(suite["name"], 100, 1)
+        and _is_text(suite["version"], 20)
+        and isinstance(suite["sha256"], str)
+        and _HEX64.fullmatch(suite["sha256"]) is not None,
         "manifest.suite",
-        "an object with text id, name, version and sha256",
+        "an object with text id, name, version (up to 100, 100 and 20 characters) and a sha256 (64 hex digits)",
         suite,
     )
+    spec = m.get("suite_spec")
+    _expect(isinstance(spec, dict), "manifest.suite_spec", "the run's suite (an object)", spec)
+    trials = m.get("trials")
+    _expect(_is_int(trials, 1, limits.max_trials), "manifest.trials", f"int >= 1 (at most {limits.max_trials})", trials)
+    announced = m.get("episodes")
+    _expect(
+        _is_int(announced, 0, limits.max_episodes),
+        "manifest.episodes",
+        f"the number of episode lines (0 to {limits.max_episodes})",
+        announced,
+    )
     entries = m.get("entries")
-    _expect(isinstance(entries, list) and bool(entries), "manifest.entries", "a non-empty list", entries)
+    _expect(
+        isinstance(entries, list) and 0 < len(entries) <= limits.max_entries,
+        "manifest.entries",
+        f"a non-empty list (at most {limits.max_entries} entries)",
+        entries,
+    )
+    counted = 0
     for i, entry in enumerate(entries):
+        where = f"manifest.entries[{i}]"
         ok = (
             isinstance(entry, dict)
-            and isinstance(entry.get("name"), str)
-            and isinstance(entry.get("env_id"), str)
-            and isinstance(entry.get("env_version"), int)
+            and _is_text(entry.get("name"), 200, 1)
+            and _is_text(entry.get("env_id"), 200)
+            and ENV_ID.match(entry["env_id"]) is not None
+            and _is_int(entry.get("env_version"), 0, 1_000_000)
             and isinstance(entry.get("env_kwargs"), dict)
-            and (entry.get("max_turns") is None or isinstance(entry.get("max_turns"), int))
+            and (entry.get("max_turns") is None or _is_int(entry.get("max_turns"), 1, limits.max_turns))
         )
-        _expect(ok, f"manifest.entries[{i}]", "name, env_id, env_version (int), env_kwargs (object), max_turns", entry)
+        _expect(
+            ok,
+            where,
+            "name, env_id (like 'envgym/Name-v0'), env_version (int), env_kwargs (object), "
+            f"max_turns (null or 1 to {limits.max_turns})",
+            entry,
+        )
+        _unknown(entry, ENTRY_KEYS, where)
+        if "episodes" in entry:
+            _expect(
+                _is_int(entry["episodes"], 0, announced),
+                f"{where}.episodes",
+                f"the entry's episode lines (0 to the manifest's {announced})",
+                entry["episodes"],
+            )
+            counted += entry["episodes"]
         if "agents" in entry:
             agents = entry["agents"]
             _expect(
-                isinstance(agents, list) and bool(agents) and all(isinstance(a, str) for a in agents),
-                f"manifest.entries[{i}].agents",
-                "a non-empty list of agent ids (text)",
+                isinstance(agents, list) and 0 < len(agents) <= 256 and all(_is_text(a, 200, 1) for a in agents),
+                f"{where}.agents",
+                "a non-empty list of agent ids (text, at most 256 of them)",
                 agents,
             )
+    if all("episodes" in e for e in entries) and counted != announced:
+        raise BundleError(
+            f"manifest: the entries hold {counted} episodes in all but the manifest announces {announced}; "
+            "the manifest was edited."
+        )
     agent = m.get("agent")
     _expect(
         isinstance(agent, dict)
         and isinstance(agent.get("spec"), str)
         and isinstance(agent.get("name"), str)
-        and 0 < len(agent["name"]) <= 200
-        and len(agent["spec"]) <= 500
-        and isinstance(agent.get("metadata", {}), dict),
+        and isinstance(agent.get("metadata", {}), dict)
+        and isinstance(agent.get("options", {}), dict),
         "manifest.agent",
         "an object with a text spec (up to 500 characters), a name (1 to 200) and a metadata object",
         agent,
     )
-    trials = m.get("trials")
+    _unknown(agent, AGENT_KEYS, "manifest.agent")
+    _check_name(agent["name"], "manifest.agent.name", 200)
+    _check_name(agent["spec"], "manifest.agent.spec", 500, 0)
+    for key in ("metadata", "options"):
+        _cap_json(agent.get(key, {}), limits.max_metadata_bytes, f"manifest.agent.{key}")
     _expect(
-        isinstance(trials, int) and not isinstance(trials, bool) and trials >= 1, "manifest.trials", "int >= 1", trials
+        isinstance(m.get("content_hash"), str) and _HEX64.fullmatch(m["content_hash"]) is not None,
+        "manifest.content_hash",
+        "a sha256 hex string (64 hex digits)",
+        m.get("content_hash"),
     )
-    _expect(
-        isinstance(m.get("content_hash"), str), "manifest.content_hash", "a sha256 hex string", m.get("content_hash")
-    )
-    _expect(isinstance(m.get("episodes"), int), "manifest.episodes", "the number of episode lines", m.get("episodes"))
+    if "text_cap" in m:
+        _expect(
+            _is_int(m["text_cap"], 0, limits.max_text_cap),
+            "manifest.text_cap",
+            f"an integer from 0 to {limits.max_text_cap}",
+            m["text_cap"],
+        )
+    if "envgym_version" in m:
+        version = m["envgym_version"]
+        _expect(
+            _is_text(version, 64) and _VERSION.fullmatch(version) is not None,
+            "manifest.envgym_version",
+            "a version such as '0.1.0' (digits first, at most 64 characters)",
+            version,
+        )
+    if "packages" in m:
+        packages = m["packages"]
+        _expect(
+            isinstance(packages, dict)
+            and len(packages) <= 2000
+            and all(_is_text(k, 200, 1) and _is_text(v, 100) for k, v in packages.items()),
+            "manifest.packages",
+            "an object of package name -> version text (at most 2000, short texts)",
+            packages,
+        )
+    if "git_commit" in m and m["git_commit"] is not None:
+        commit = m["git_commit"]
+        _expect(
+            isinstance(commit, str) and _GIT_COMMIT.fullmatch(commit) is not None,
+            "manifest.git_commit",
+            "null or a commit hash (7 to 64 lowercase hex digits)",
+            commit,
+        )
+    for key in ("created", "bundled_at"):
+        if key in m:
+            _check_date(m[key], f"manifest.{key}")
 
 
-def _check_episode(e: Any, line: int) -> None:
+def check_screenshot(uri: Any, where: str, limits: BundleLimits = DEFAULT_LIMITS) -> int:
+    """Check a screenshot (a ``data:image/png;base64,`` URI) and return its size in PNG bytes.
+
+    Refused: not such a URI or not base64 (400), not a PNG (magic bytes, an ``IHDR`` header
+    first), or wider, taller or larger in area or bytes than ``limits`` allow (413). The
+    dimensions come from the PNG header: nothing is decoded to pixels here.
+    """
+    _expect(isinstance(uri, str) and uri.startswith(_PNG_URI), where, f"a {_PNG_URI}... URI", uri)
+    encoded = uri[len(_PNG_URI) :]
+    if len(encoded) > 4 * (limits.max_screenshot_bytes // 3 + 1):
+        raise _too_large(
+            f"{where}: the screenshot is {len(encoded) * 3 // 4} bytes, more than the "
+            f"{limits.max_screenshot_bytes} allowed."
+        )
+    try:
+        png = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise BundleError(f"{where}: the screenshot is not valid base64 ({err}).") from err
+    if len(png) > limits.max_screenshot_bytes:
+        raise _too_large(
+            f"{where}: the screenshot is {len(png)} bytes, more than the {limits.max_screenshot_bytes} allowed."
+        )
+    if not png.startswith(_PNG_MAGIC) or png[8:16] != b"\x00\x00\x00\x0dIHDR" or len(png) < 33:
+        raise BundleError(
+            f"{where}: the screenshot is not a PNG (expected the PNG signature and an IHDR header), got {png[:16]!r}."
+        )
+    width, height = struct.unpack(">II", png[16:24])
+    if not (1 <= width <= limits.max_screenshot_side and 1 <= height <= limits.max_screenshot_side):
+        raise _too_large(
+            f"{where}: the screenshot is {width}x{height} pixels; each side must be 1 to {limits.max_screenshot_side}."
+        )
+    if width * height > limits.max_screenshot_pixels:
+        raise _too_large(
+            f"{where}: the screenshot is {width}x{height} = {width * height} pixels, more than the "
+            f"{limits.max_screenshot_pixels} allowed."
+        )
+    return len(png)
+
+
+def _check_text(value: Any, cap: int, where: str, limits: BundleLimits, *, records: bool = True) -> None:
+    """An observation or completion: ``None``, text within ``cap`` characters (``text_cap`` plus its
+    cut marker) or, for observations of non-text envs (``records``), a small JSON object."""
+    if value is None:
+        return
+    if isinstance(value, str):
+        if len(value) > cap:
+            raise _too_large(
+                f"{where} is {len(value)} characters, more than the manifest's text_cap allows ({cap} with the cut "
+                "marker); bundles cut texts to text_cap."
+            )
+        return
+    _expect(records and isinstance(value, dict), where, "text or null", value)
+    _cap_json(value, limits.max_state_bytes, where)
+
+
+def _check_episode(
+    e: Any, line: int, limits: BundleLimits = DEFAULT_LIMITS, manifest: Mapping[str, Any] | None = None
+) -> int:
+    """Check one episode line; returns the PNG bytes of its screenshots."""
+    manifest = manifest or {}
+    trials = manifest.get("trials", limits.max_trials)
+    text_cap = manifest.get("text_cap", limits.max_text_cap) + _CUT_MARK_ROOM
     where = f"episode on line {line}"
     _expect(isinstance(e, dict), where, "a JSON object", e)
-    _expect(isinstance(e.get("entry"), str), f"{where}: entry", "text", e.get("entry"))
-    for key in ("seed", "trial"):
-        value = e.get(key)
-        _expect(isinstance(value, int) and not isinstance(value, bool), f"{where}: {key}", "an integer", value)
+    _unknown(e, EPISODE_LINE_KEYS, where)
+    _expect(_is_text(e.get("entry"), 200, 1), f"{where}: entry", "text (1 to 200 characters)", e.get("entry"))
+    _expect(_is_int(e.get("seed"), -(2**63), 2**63 - 1), f"{where}: seed", "an integer (64-bit)", e.get("seed"))
+    _expect(
+        _is_int(e.get("trial"), 0, trials - 1),
+        f"{where}: trial",
+        f"an integer from 0 to trials - 1 ({trials - 1})",
+        e.get("trial"),
+    )
+    if e.get("index") is not None:
+        _expect(_is_int(e["index"], 0, 2**63 - 1), f"{where}: index", "an integer >= 0", e["index"])
+    if e.get("task_id") is not None:
+        _expect(_is_text(e["task_id"], 500), f"{where}: task_id", "text (up to 500 characters)", e["task_id"])
     _expect(isinstance(e.get("scored"), bool), f"{where}: scored", "true or false", e.get("scored"))
     _expect(isinstance(e.get("success"), bool), f"{where}: success", "true or false", e.get("success"))
     if "agent_id" in e or "position" in e:  # one agent's record of a multi-agent episode
-        _expect(isinstance(e.get("agent_id"), str), f"{where}: agent_id", "text", e.get("agent_id"))
+        _expect(_is_text(e.get("agent_id"), 200, 1), f"{where}: agent_id", "text", e.get("agent_id"))
         position = e.get("position")
-        _expect(
-            isinstance(position, int) and not isinstance(position, bool) and position >= 0,
-            f"{where}: position",
-            "an integer >= 0",
-            position,
-        )
+        _expect(_is_int(position, 0, 255), f"{where}: position", "an integer >= 0", position)
     _expect(
-        isinstance(e.get("termination_reason"), str),
+        e.get("termination_reason") in TERMINATION_REASONS,
         f"{where}: termination_reason",
-        "text",
+        f"one of {', '.join(sorted(TERMINATION_REASONS))}",
         e.get("termination_reason"),
     )
     _expect(_is_num(e.get("total_reward")), f"{where}: total_reward", "a number", e.get("total_reward"))
+    _check_components(e.get("reward_components", {}), f"{where}: reward_components")
+    if e.get("invalid_actions") is not None:
+        invalid = e["invalid_actions"]
+        _expect(_is_int(invalid, 0, limits.max_turns), f"{where}: invalid_actions", "an integer >= 0", invalid)
+    if e.get("truncated_by") is not None:
+        _expect(_is_text(e["truncated_by"], 64), f"{where}: truncated_by", "null or short text", e["truncated_by"])
+    errors = e.get("errors", [])
+    texts = isinstance(errors, list) and all(isinstance(x, str) for x in errors)
+    _expect(texts, f"{where}: errors", "a list of text", errors)
+    _cap_json(errors, limits.max_errors_bytes, f"{where}: errors")
+    if "final_state" in e:
+        _cap_json(e["final_state"], limits.max_state_bytes, f"{where}: final_state")
+    _check_text(e.get("final_observation"), text_cap, f"{where}: final_observation", limits)
+    shots = 0
+    if "final_screenshot" in e:
+        shots += check_screenshot(e["final_screenshot"], f"{where}: final_screenshot", limits)
     turns = e.get("turns")
     _expect(isinstance(turns, list), f"{where}: turns", "a list", turns)
+    if len(turns) > limits.max_turns:
+        raise _too_large(f"{where}: {len(turns)} turns, more than the {limits.max_turns} an episode may have.")
     _expect(
         e.get("num_turns") == len(turns),
         f"{where}: num_turns",
@@ -466,19 +836,70 @@ def _check_episode(e: Any, line: int) -> None:
         e.get("num_turns"),
     )
     for i, turn in enumerate(turns):
-        tw = f"{where}, turn {i}"
-        _expect(isinstance(turn, dict), tw, "a JSON object", turn)
-        _expect(isinstance(turn.get("action"), str), f"{tw}: action", "text", turn.get("action"))
-        _expect(_is_num(turn.get("reward")), f"{tw}: reward", "a number", turn.get("reward"))
-        components = turn.get("reward_components")
-        _expect(
-            isinstance(components, dict) and all(_is_num(v) for v in components.values()),
-            f"{tw}: reward_components",
-            "an object of numbers",
-            components,
+        if not _plain_turn_ok(turn, text_cap, limits.max_action_chars):  # the exact reason, or a screenshot
+            shots += _check_turn(turn, f"{where}, turn {i}", text_cap, limits)
+    return shots
+
+
+def _plain_turn_ok(turn: Any, text_cap: int, max_action: int) -> bool:
+    """The fast path of :func:`_check_turn`: a turn without a screenshot or non-text observation
+    that passes every check (no message is built for the thousands of good turns)."""
+    if not isinstance(turn, dict) or not turn.keys() <= TURN_KEYS or "screenshot" in turn:
+        return False
+    action, observation, completion = turn.get("action"), turn.get("observation"), turn.get("completion")
+    components = turn.get("reward_components")
+    return (
+        isinstance(action, str)
+        and len(action) <= max_action
+        and _is_num(turn.get("reward"))
+        and type(turn.get("action_valid")) is bool
+        and type(turn.get("terminated")) is bool
+        and type(turn.get("truncated")) is bool
+        and (turn.get("format_ok") is None or type(turn["format_ok"]) is bool)
+        and (observation is None or (isinstance(observation, str) and len(observation) <= text_cap))
+        and (completion is None or (isinstance(completion, str) and len(completion) <= text_cap))
+        and isinstance(components, dict)
+        and len(components) <= 64
+        and all(type(k) is str and 0 < len(k) <= 128 and _is_num(v) for k, v in components.items())
+    )
+
+
+def _check_turn(turn: Any, tw: str, text_cap: int, limits: BundleLimits) -> int:
+    """Check one turn, raising with the exact reason; returns its screenshot's PNG bytes."""
+    _expect(isinstance(turn, dict), tw, "a JSON object", turn)
+    _unknown(turn, TURN_KEYS, tw)
+    action = turn.get("action")
+    _expect(isinstance(action, str), f"{tw}: action", "text", action)
+    if len(action) > limits.max_action_chars:
+        raise _too_large(
+            f"{tw}: the action is {len(action)} characters, more than the {limits.max_action_chars} allowed."
         )
-        for key in ("action_valid", "terminated", "truncated"):
-            _expect(isinstance(turn.get(key), bool), f"{tw}: {key}", "true or false", turn.get(key))
+    _expect(_is_num(turn.get("reward")), f"{tw}: reward", "a number", turn.get("reward"))
+    _check_components(turn.get("reward_components"), f"{tw}: reward_components")
+    for key in ("action_valid", "terminated", "truncated"):
+        _expect(isinstance(turn.get(key), bool), f"{tw}: {key}", "true or false", turn.get(key))
+    _expect(
+        turn.get("format_ok") is None or isinstance(turn["format_ok"], bool),
+        f"{tw}: format_ok",
+        "true, false or null",
+        turn.get("format_ok"),
+    )
+    _check_text(turn.get("observation"), text_cap, f"{tw}: observation", limits)
+    _check_text(turn.get("completion"), text_cap, f"{tw}: completion", limits, records=False)
+    if "screenshot" in turn:
+        return check_screenshot(turn["screenshot"], f"{tw}: screenshot", limits)
+    return 0
+
+
+def _check_components(components: Any, where: str) -> None:
+    _expect(
+        isinstance(components, dict)
+        and len(components) <= 64
+        and all(_is_text(k, 128, 1) and _is_num(v) for k, v in components.items()),
+        where,
+        "an object of numbers (at most 64, names up to 128 characters)",
+        components,
+    )
 
 
 #: Longest integer literal a bundle may hold, in digits (seeds, counts and rewards need few; a
@@ -523,21 +944,32 @@ def _parse_line(line: bytes, number: int) -> Any:
         raise BundleError(f"{where} is not valid bundle JSON ({err}).") from err
 
 
-def parse_bundle(text: bytes) -> Bundle:
-    """Parse uncompressed bundle lines, checking the structure of every record.
-
-    Refused (:class:`BundleError`): invalid UTF-8, invalid JSON, ``NaN``/``Infinity`` literals,
-    floats that overflow to infinity, integers longer than :data:`MAX_INT_DIGITS` digits and
-    nesting too deep for the parser.
-    """
-    lines = [line for line in text.split(b"\n") if line.strip()]
-    if not lines:
+def _parse_records(lines: Iterable[tuple[int, bytes]], limits: BundleLimits) -> Bundle:
+    """Parse and check numbered lines one at a time: the manifest first (its counts bound what
+    follows), then each episode as it arrives, so a bad or oversized record stops the read there."""
+    manifest: dict[str, Any] | None = None
+    episodes: list[dict[str, Any]] = []
+    shots = 0
+    for number, line in lines:
+        record = _parse_line(line, number)
+        if manifest is None:
+            _check_manifest(record, limits)
+            manifest = record
+            continue
+        if len(episodes) >= manifest["episodes"]:
+            raise BundleError(
+                f"the manifest announces {manifest['episodes']} episodes but the bundle holds more (line {number}): "
+                "the file was edited."
+            )
+        shots += _check_episode(record, number, limits, manifest)
+        if shots > limits.max_screenshots_bytes:
+            raise _too_large(
+                f"the screenshots up to line {number} take {shots} bytes, more than the {limits.max_screenshots_bytes} "
+                "a bundle may carry."
+            )
+        episodes.append(record)
+    if manifest is None:
         raise BundleError("the bundle is empty: expected a manifest line and one line per episode.")
-    records = [_parse_line(line, number) for number, line in enumerate(lines, start=1)]
-    manifest, episodes = records[0], records[1:]
-    _check_manifest(manifest)
-    for number, episode in enumerate(episodes, start=2):
-        _check_episode(episode, number)
     if manifest["episodes"] != len(episodes):
         raise BundleError(
             f"the manifest announces {manifest['episodes']} episodes but the bundle holds {len(episodes)}: "
@@ -546,14 +978,47 @@ def parse_bundle(text: bytes) -> Bundle:
     return Bundle(manifest, episodes)
 
 
-def read_bundle(source: str | os.PathLike[str] | bytes, *, max_bytes: int = DEFAULT_MAX_UNCOMPRESSED) -> Bundle:
+def parse_bundle(text: bytes, *, limits: BundleLimits = DEFAULT_LIMITS) -> Bundle:
+    """Parse uncompressed bundle lines, checking the structure and the caps of every record.
+
+    Refused (:class:`BundleError`): invalid UTF-8, invalid JSON, ``NaN``/``Infinity`` literals,
+    floats that overflow to infinity, integers longer than :data:`MAX_INT_DIGITS` digits, nesting
+    too deep for the parser, and anything over a cap of ``limits`` (``status=413``).
+    """
+    numbered = enumerate((line for line in text.split(b"\n") if line.strip()), start=1)
+
+    def sized() -> Iterator[tuple[int, bytes]]:
+        for number, line in numbered:
+            _check_line_size(number, len(line), limits)
+            yield number, line
+
+    return _parse_records(sized(), limits)
+
+
+def read_bundle(
+    source: str | os.PathLike[str] | bytes,
+    *,
+    max_bytes: int | None = None,
+    limits: BundleLimits | None = None,
+) -> Bundle:
     """Read a bundle from a file path or from its bytes.
+
+    The file is unpacked a chunk at a time and each line is parsed and checked as it arrives
+    (manifest first): the read stops at the first line over its cap, before the rest is unpacked.
+
+    Args:
+        max_bytes: largest uncompressed size (default ``limits.max_unpacked_bytes``, 256 MiB).
+        limits: the caps (default :data:`DEFAULT_LIMITS`).
 
     Raises:
         BundleError: not gzip, damaged or truncated, larger than ``max_bytes`` once unpacked, not
-            UTF-8 JSON Lines (see :func:`parse_bundle`), or a record without the fields the format
-            requires (the message, one line, names the line).
+            UTF-8 JSON Lines (see :func:`parse_bundle`), a record without the fields the format
+            requires or over a cap (the message, one line, names the line; ``status`` is 413 for
+            a cap, else 400).
     """
+    limits = limits or DEFAULT_LIMITS
+    if max_bytes is not None:
+        limits = replace(limits, max_unpacked_bytes=max_bytes)
     if isinstance(source, (bytes, bytearray, memoryview)):
         data = bytes(source)
     else:
@@ -566,7 +1031,7 @@ def read_bundle(source: str | os.PathLike[str] | bytes, *, max_bytes: int = DEFA
             raise BundleError(
                 f"{path} is a folder; to bundle a bench run use `envgym leaderboard submit {path}`."
             ) from None
-    return parse_bundle(_decompress(data, max_bytes))
+    return _parse_records(_lines(data, limits), limits)
 
 
 def episode_key(episode: Mapping[str, Any]) -> tuple[str, int, int]:

@@ -1,8 +1,13 @@
 """Leaderboard scores, computed from replayed episodes (never from the claimed numbers).
 
-Per entry (one environment of the suite), over the *scored* episodes (infrastructure failures are
-counted in ``infra`` and left out, never entered as a zero), as a bench run's ``results.json``
-computes them (:mod:`envgym.bench.metrics`):
+Per entry (one environment of the suite), over **every** episode, as a bench run's
+``results.json`` computes them (:mod:`envgym.bench.metrics`), with one difference: an
+infrastructure failure (an unscored episode: ``env_error``, ``agent_error``, ``timeout``) counts
+as a failed episode of its task (reward: what its replayed turns earned), and is also counted
+apart in ``infra``. A bench run leaves them out (it re-runs them when it resumes); a bundle cannot
+re-run them (it holds actions, not the agent), and leaving them out here would let a submitter
+drop hard tasks by marking them so. For bundles without such episodes (every published one) the
+numbers are the bench run's own. The numbers:
 
 * ``success_rate``: the mean over tasks (seeds) of each task's fraction of successful episodes
   (with the same number of scored episodes per task: the fraction of successful episodes);
@@ -99,10 +104,10 @@ def _mean(values: Sequence[float]) -> float | None:
 
 
 def _by_task(outcomes: Sequence[EpisodeOutcome]) -> dict[int, list[EpisodeOutcome]]:
+    """Each task's episodes, infrastructure failures included (their ``success`` is ``False``)."""
     tasks: dict[int, list[EpisodeOutcome]] = defaultdict(list)
     for o in outcomes:
-        if o.scored:
-            tasks[o.seed].append(o)
+        tasks[o.seed].append(o)
     return dict(sorted(tasks.items()))
 
 
@@ -121,9 +126,9 @@ def _entry_score(entry: str, env_id: str, outcomes: Sequence[EpisodeOutcome]) ->
     scored = [o for o in outcomes if o.scored]
     tasks = _by_task(outcomes)
     # k = 1 .. the most scored episodes of a task: the trials, times the agents of a multi-agent game.
-    pass_k = pass_hat_curve([[o.success for o in ts] for ts in tasks.values()])
-    ci = _bootstrap([[[float(o.success) for o in ts] for ts in tasks.values()]])
-    task_success = [_mean([float(o.success) for o in ts]) for ts in tasks.values()]
+    pass_k = pass_hat_curve([[o.success and o.scored for o in ts] for ts in tasks.values()])
+    ci = _bootstrap([[[float(o.success and o.scored) for o in ts] for ts in tasks.values()]])
+    task_success = [_mean([float(o.success and o.scored) for o in ts]) for ts in tasks.values()]
     task_reward = [_mean([o.total_reward for o in ts]) for ts in tasks.values()]
     return EntryScore(
         entry=entry,
@@ -159,7 +164,7 @@ def compute_scores(outcomes: Sequence[EpisodeOutcome], entries: Sequence[tuple[s
     groups = []
     for name, _ in entries:
         tasks = _by_task(per_entry.get(name, []))
-        groups.append([[float(o.success) for o in ts] for ts in tasks.values()])
+        groups.append([[float(o.success and o.scored) for o in ts] for ts in tasks.values()])
     ci = _bootstrap(groups)
     return Scores(
         success_rate=_mean([s.success_rate for s in rated if s.success_rate is not None]),

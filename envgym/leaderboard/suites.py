@@ -14,7 +14,22 @@ from typing import Any
 from envgym.bench.suite import SUITE_ID, Suite, list_suites, load_suite, parse_suite
 from envgym.errors import ConfigError, NotAvailableError
 
-__all__ = ["find_suite", "installed_suites", "parse_suite_copy"]
+__all__ = [
+    "MAX_TRIALS",
+    "SANDBOXED_ENV_PREFIXES",
+    "find_suite",
+    "installed_suites",
+    "max_trials",
+    "parse_suite_copy",
+    "suite_is_sandboxed",
+]
+
+#: Most trials (episodes per task) a bundle of any suite may hold, when the suite's own default is
+#: lower: pass^k beyond this says nothing new, and every trial is replayed.
+MAX_TRIALS = 16
+
+#: Env id prefixes of the environments that run agent commands in a sandbox (shell, files, tests).
+SANDBOXED_ENV_PREFIXES = ("envgym/SWE",)
 
 
 def installed_suites() -> list[Suite]:
@@ -51,3 +66,24 @@ def parse_suite_copy(data: Any) -> Suite:
         ConfigError: it is not a valid suite.
     """
     return parse_suite(data, source="the bundle's suite copy", check_envs=False)
+
+
+def max_trials(suite: Suite) -> int:
+    """The most trials a bundle of ``suite`` may hold: the suite's own ``trials`` or
+    :data:`MAX_TRIALS`, whichever is larger (``envgym bench run --trials`` may raise the default)."""
+    return max(suite.trials, MAX_TRIALS)
+
+
+def suite_is_sandboxed(suite: Suite | str) -> bool:
+    """Whether replaying ``suite`` (a suite or an installed suite's id) runs agent commands in a
+    sandbox: an entry's env id starts with one of :data:`SANDBOXED_ENV_PREFIXES` (``envgym/SWE``).
+
+    A server uses it to keep anonymous uploads of such suites off: each of their episodes may
+    spend the sandbox's timeouts. An unknown suite id is ``False`` (its bundle is rejected anyway).
+    """
+    if isinstance(suite, str):
+        found = find_suite(suite)
+        if found is None:
+            return False
+        suite = found
+    return any(entry.env.startswith(SANDBOXED_ENV_PREFIXES) for entry in suite.entries)

@@ -36,9 +36,28 @@
    (:mod:`envgym.rollout.multiagent`). The records of one joint episode are scored or unscored
    together;
 7. infrastructure failures (unscored episodes: ``env_error``, ``agent_error``, ``timeout``) are
-   replayed up to where they stopped, then left out of the scores; more than
-   ``max_infra_fraction`` of them rejects the bundle (marking hard tasks as failures of the
-   infrastructure must not pay).
+   replayed up to where they stopped and then **counted as failed episodes** in the scores (and
+   shown apart, as ``infra``); more than ``max_infra_fraction`` of them rejects the bundle. They
+   cannot be re-run here: a bundle holds the agent's actions up to the failure, not the agent, so
+   nothing can play the rest of the episode. Leaving them out of the score would let a submitter
+   drop the hard tasks by marking them so; counted as failures, the mark gains nothing (a bench
+   run resumes and re-runs them before a bundle is made, so honest bundles rarely carry any).
+
+**Limits before work.** Every action's length is checked against the cap of its environment
+(:func:`action_cap`: an ``max_action_chars`` class attribute the environment declares, else its
+family's cap, else :attr:`VerifyConfig.max_action_chars`) before anything is stepped. Every
+episode's replay is held to :attr:`VerifyConfig.episode_timeout_s` and the whole bundle to
+:attr:`VerifyConfig.budget_s` of wall-clock time and :attr:`VerifyConfig.cpu_budget_s` of CPU
+time: over a limit, the episode fails verification and the bundle is rejected (the submitter's
+episodes pay for their waits, not the board). In this process the limits are checked between
+steps; replays that may block (sandboxed or browser environments, see :func:`needs_isolation`,
+and every parallel replay) run in child processes, each in its own process group, which the
+verifier kills whole when a limit passes.
+
+**The verifier's own failures** (an environment that cannot be made here: a browser that does
+not launch, a sandbox backend or optional dependency missing; a replay process that does not
+start) raise :class:`VerifierUnavailable`, never :class:`VerificationError`: the bundle was not
+judged, and a server answers ``503`` and asks for a retry later.
 
 Scores (:mod:`envgym.leaderboard.scores`) are computed from the replayed values, never from the
 claimed ones.
@@ -55,17 +74,21 @@ stepping the actions.
 
 from __future__ import annotations
 
+import functools
+import json
 import math
 import multiprocessing
 import os
-from collections import Counter
-from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+import signal
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Any
 
 from envgym.core import TerminationReason
-from envgym.errors import ConfigError, EnvgymError, UnknownEnvError
+from envgym.errors import ConfigError, EnvgymError, NotAvailableError, UnknownEnvError
 from envgym.leaderboard.bundle import (
     Bundle,
     BundleError,
@@ -76,18 +99,51 @@ from envgym.leaderboard.bundle import (
     record_key,
 )
 from envgym.leaderboard.scores import EpisodeOutcome, Scores, compute_scores
-from envgym.leaderboard.suites import find_suite, installed_suites, parse_suite_copy
+from envgym.leaderboard.suites import (
+    find_suite,
+    installed_suites,
+    max_trials,
+    parse_suite_copy,
+    suite_is_sandboxed,
+)
 from envgym.registration import make, make_parallel, spec
 from envgym.rollout.ending import TOKEN_BUDGET, EpisodeEnd, episode_end
 from envgym.rollout.multiagent import possible_agents
+from envgym.rollout.records import json_safe, recordable_observation
 
 if TYPE_CHECKING:  # pragma: no cover
     from envgym.bench.suite import Suite
 
-__all__ = ["VerificationError", "Verified", "VerifyConfig", "replay_episode", "verify_bundle"]
+__all__ = [
+    "DEFAULT_MAX_ACTION_CHARS",
+    "FAMILY_ACTION_CAPS",
+    "ISOLATED_ENV_PREFIXES",
+    "VerificationError",
+    "VerifierUnavailable",
+    "Verified",
+    "VerifyConfig",
+    "action_cap",
+    "needs_isolation",
+    "replay_episode",
+    "suite_is_sandboxed",
+    "verify_bundle",
+]
 
 INFRA_REASONS = frozenset({"env_error", "agent_error", "timeout"})
 _CUT_MARK = "\u2026 ["
+
+#: The action cap of environments that declare none and whose family has none (characters).
+DEFAULT_MAX_ACTION_CHARS = 16 * 1024
+#: Action caps per env id prefix (characters): shell commands may write whole files.
+FAMILY_ACTION_CAPS: Mapping[str, int] = {"envgym/SWE": 128 * 1024}
+#: Env id prefixes whose replay may block (sandboxed commands, a browser): replayed in a child
+#: process that the verifier can kill, even with ``workers=1``.
+ISOLATED_ENV_PREFIXES = ("envgym/SWE", "envgym/MiniWoB", "envgym/GUIGrounding", "envgym/WebShop-Browser")
+#: Seconds a child replay process is given past a limit before it is killed (its own check,
+#: between steps, reports first when it can).
+_KILL_GRACE_S = 2.0
+#: Seconds a child replay process may take to start and make its first environment.
+_START_TIMEOUT_S = 120.0
 
 
 class VerificationError(EnvgymError):
@@ -136,6 +192,27 @@ def _rebuild(reason: str, entry: Any, seed: Any, trial: Any, turn: Any, agent: A
     return VerificationError(reason, entry=entry, seed=seed, trial=trial, turn=turn, agent=agent)
 
 
+class VerifierUnavailable(EnvgymError):
+    """The verifier itself cannot replay the bundle now (an environment that cannot be made here:
+    a browser that does not launch, a sandbox backend or an optional dependency missing; a replay
+    process that does not start). The bundle was not judged: retry later (a server answers ``503``).
+
+    Attributes:
+        retry_after_s: seconds after which a retry may succeed (a hint for ``Retry-After``).
+    """
+
+    def __init__(self, message: str, *, retry_after_s: int = 60) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    def __reduce__(self) -> Any:
+        return (_unavailable, (str(self), self.retry_after_s))
+
+
+def _unavailable(message: str, retry_after_s: int) -> VerifierUnavailable:
+    return VerifierUnavailable(message, retry_after_s=retry_after_s)
+
+
 @dataclass(frozen=True, kw_only=True)
 class VerifyConfig:
     """How strictly and how fast bundles are verified."""
@@ -149,9 +226,38 @@ class VerifyConfig:
     max_infra_fraction: float = 0.5
     """Largest fraction of unscored (infrastructure-failed) episodes a bundle may hold."""
     check_observations: bool = True
-    """Compare each observation the bundle kept with the replayed one."""
+    """Compare each observation the bundle kept with the replayed one (a turn without one is rejected)."""
+    episode_timeout_s: float = 300.0
+    """Wall-clock seconds the replay of one episode (one joint episode) may take; over it, the
+    episode fails verification."""
+    budget_s: float = 1800.0
+    """Wall-clock seconds the replay of a whole bundle may take; over it, the bundle is rejected."""
+    cpu_budget_s: float | None = None
+    """CPU seconds the replay of a whole bundle may use (its replay processes, or this thread);
+    ``None``: the same as ``budget_s``."""
+    max_action_chars: int = DEFAULT_MAX_ACTION_CHARS
+    """Action cap (characters) of environments that declare none and whose family has none."""
+    isolate: bool | None = None
+    """Replay in killable child processes: ``None`` when needed (environments that may block,
+    parallel replays), ``True`` always, ``False`` never (limits are then checked between steps only)."""
+
+    @property
+    def cpu_budget(self) -> float:
+        """The CPU budget in seconds (``cpu_budget_s``, else ``budget_s``)."""
+        return self.budget_s if self.cpu_budget_s is None else self.cpu_budget_s
 
     def __post_init__(self) -> None:
+        for name in ("episode_timeout_s", "budget_s", "cpu_budget_s"):
+            value = getattr(self, name)
+            if name == "cpu_budget_s" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
+                raise ConfigError(f"{name} must be a number of seconds > 0, got {value!r}.")
+        cap = self.max_action_chars
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+            raise ConfigError(f"max_action_chars must be an integer >= 1, got {self.max_action_chars!r}.")
+        if self.isolate not in (None, True, False):
+            raise ConfigError(f"isolate must be true, false or null, got {self.isolate!r}.")
         if not isinstance(self.tolerance, (int, float)) or not 0 <= self.tolerance < 1:
             raise ConfigError(f"tolerance must be a number in [0, 1), got {self.tolerance!r}.")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 1:
@@ -179,27 +285,156 @@ def _close(a: float, b: float, tol: float) -> bool:
     return abs(a - b) <= tol * max(1.0, abs(a), abs(b))
 
 
-def _same_observation(claimed: Any, replayed: str) -> bool:
-    if not isinstance(claimed, str):
-        return True  # the bundle did not keep it
-    cut = claimed.rfind(_CUT_MARK)
-    if cut >= 0 and claimed.endswith(" more characters cut]"):
-        return replayed.startswith(claimed[:cut])
-    return claimed == replayed
+def _observation_mismatch(claimed: Any, replayed: Any) -> str | None:
+    """Why the observation a bundle kept is not the replayed one (``None``: it is).
+
+    A text observation may be cut (``text_cap``): its kept prefix must start the replayed text.
+    A non-text one (a dict, images described) must equal the replayed one as a run records it.
+    A missing one is a mismatch: a bundle keeps every observation (the viewer shows them).
+    """
+    if claimed is None:
+        return "the bundle carries no observation for this turn; bundles keep each observation (cut to text_cap)"
+    if isinstance(claimed, str):
+        if not isinstance(replayed, str):
+            return "the claimed observation is text but the environment shows a structured observation"
+        cut = claimed.rfind(_CUT_MARK)
+        if cut >= 0 and claimed.endswith(" more characters cut]"):
+            same = replayed.startswith(claimed[:cut])
+        else:
+            same = claimed == replayed
+    else:
+        recorded = json_safe(recordable_observation(replayed))
+        same = json.dumps(claimed, sort_keys=True) == json.dumps(recorded, sort_keys=True)
+    return None if same else "the claimed observation is not the one the environment shows"
+
+
+class _Clock:
+    """The time limits of one verification, checked between steps (cooperatively).
+
+    ``wall_left`` and ``cpu_left`` start it part-way through a bundle's budget (a child replay
+    process); ``cpu`` measures this thread (in-process) or this process (a child).
+    """
+
+    def __init__(
+        self,
+        config: VerifyConfig,
+        *,
+        wall_left: float | None = None,
+        cpu_left: float | None = None,
+        cpu: Callable[[], float] = time.thread_time,
+    ) -> None:
+        now = time.monotonic()
+        self.config = config
+        self.wall_deadline = now + (config.budget_s if wall_left is None else wall_left)
+        self.cpu = cpu
+        self.cpu_start = cpu()
+        self.cpu_limit = config.cpu_budget if cpu_left is None else cpu_left
+        self.episode_start = now
+
+    def start_episode(self) -> None:
+        self.episode_start = time.monotonic()
+
+    def over(self) -> str | None:
+        """Why the replay must stop now (``None``: it may go on)."""
+        now = time.monotonic()
+        if now - self.episode_start > self.config.episode_timeout_s:
+            return _episode_over(self.config)
+        if now > self.wall_deadline:
+            return _budget_over(self.config)
+        if self.cpu() - self.cpu_start > self.cpu_limit:
+            return _cpu_over(self.config)
+        return None
+
+
+def _episode_over(config: VerifyConfig) -> str:
+    return (
+        f"the replay of this episode took more than {config.episode_timeout_s:g} s, the limit per episode "
+        "(episode_timeout_s); an episode that waits out its timeouts fails verification"
+    )
+
+
+def _budget_over(config: VerifyConfig) -> str:
+    return (
+        f"the replay of the bundle took more than its budget of {config.budget_s:g} s of wall-clock time "
+        "(budget_s); submit fewer or faster episodes"
+    )
+
+
+def _cpu_over(config: VerifyConfig) -> str:
+    return (
+        f"the replay of the bundle used more than its budget of {config.cpu_budget:g} s of CPU time "
+        "(cpu_budget_s); submit fewer or cheaper episodes"
+    )
+
+
+@functools.lru_cache(maxsize=1024)
+def _declared_cap(env_id: str) -> int | None:
+    try:
+        declared = getattr(spec(env_id).load(), "max_action_chars", None)
+    except Exception:  # an env that cannot be loaded here: its family's or the default cap
+        return None
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared > 0:
+        return declared
+    return None
+
+
+def action_cap(env_id: str, config: VerifyConfig | None = None) -> int:
+    """The longest action (characters) the replay of ``env_id`` steps: the environment class's
+    own ``max_action_chars`` when it declares one, else its family's in
+    :data:`FAMILY_ACTION_CAPS`, else ``config.max_action_chars`` (16 KiB by default)."""
+    declared = _declared_cap(env_id)
+    if declared is not None:
+        return declared
+    for prefix, cap in FAMILY_ACTION_CAPS.items():
+        if env_id.startswith(prefix):
+            return cap
+    return (config or VerifyConfig()).max_action_chars
+
+
+def _action_too_long(action: str, cap: int | None) -> str | None:
+    if cap is None or len(action) <= cap:
+        return None
+    return (
+        f"the action is {len(action)} characters, more than the {cap} this environment accepts on replay; "
+        "an agent's action this long is refused before it is stepped"
+    )
+
+
+def needs_isolation(env_ids: Sequence[str]) -> bool:
+    """Whether replaying these environments may block (a sandboxed command, a browser), so that
+    only a child process the verifier can kill keeps the time limits (see :data:`ISOLATED_ENV_PREFIXES`)."""
+    return any(env_id.startswith(ISOLATED_ENV_PREFIXES) for env_id in env_ids)
 
 
 def replay_episode(
-    env: Any, episode: Mapping[str, Any], *, max_turns: int | None, config: VerifyConfig
+    env: Any,
+    episode: Mapping[str, Any],
+    *,
+    max_turns: int | None,
+    config: VerifyConfig,
+    action_cap: int | None = None,
+    clock: _Clock | None = None,
 ) -> EpisodeOutcome:
     """Replay one bundle episode in ``env`` (an environment made with the entry's arguments).
+
+    ``action_cap`` (characters; ``None``: not checked) refuses a longer action before anything is
+    stepped; ``clock`` holds the replay to the time limits of ``config`` (default: this episode
+    alone, from now).
 
     Returns the replayed outcome; raises :class:`VerificationError` at the first mismatch.
     """
     entry, seed, trial = episode_key(episode)
     tol = config.tolerance
+    clock = clock or _Clock(config)
+    clock.start_episode()
 
     def fail(reason: str, turn: int | None = None) -> VerificationError:
         return VerificationError(reason, entry=entry, seed=seed, trial=trial, turn=turn)
+
+    for i, turn in enumerate(episode["turns"]):
+        problem = _action_too_long(turn["action"], action_cap)
+        if problem is not None:
+            raise fail(problem, i)
 
     scored = episode["scored"]
     claimed_reason = episode["termination_reason"]
@@ -224,8 +459,13 @@ def replay_episode(
     for i, turn in enumerate(turns):
         if end is not None:
             raise fail(f"the replayed episode ended after turn {i - 1} but the claim has {len(turns)} turns", i)
-        if config.check_observations and not _same_observation(turn.get("observation"), obs):
-            raise fail("the claimed observation is not the one the environment shows", i)
+        if config.check_observations:
+            problem = _observation_mismatch(turn.get("observation"), obs)
+            if problem is not None:
+                raise fail(problem, i)
+        over = clock.over()
+        if over is not None:
+            raise fail(over, i)
         obs, reward, terminated, truncated, info = env.step(turn["action"])
         reward = float(reward)
         components = {k: float(v) for k, v in (info.get("reward_components") or {}).items()}
@@ -284,8 +524,12 @@ def replay_joint_episode(
     agents: Sequence[str],
     max_turns: int | None,
     config: VerifyConfig,
+    action_cap: int | None = None,
+    clock: _Clock | None = None,
 ) -> list[EpisodeOutcome]:
     """Replay one joint episode of a PettingZoo Parallel env (made with the entry's arguments).
+
+    ``action_cap`` and ``clock`` as in :func:`replay_episode`.
 
     ``records`` are the bundle's lines of one (entry, seed, trial), one per agent of ``agents``
     (the env's ``possible_agents``; the episode set check has made sure of that). Returns one
@@ -299,6 +543,13 @@ def replay_joint_episode(
     def fail(reason: str, agent: str | None = None, turn: int | None = None) -> VerificationError:
         return VerificationError(reason, entry=entry, seed=seed, trial=trial, agent=agent, turn=turn)
 
+    clock = clock or _Clock(config)
+    clock.start_episode()
+    for a in agents:
+        for i, turn in enumerate(claims[a]["turns"]):
+            problem = _action_too_long(turn["action"], action_cap)
+            if problem is not None:
+                raise fail(problem, a, i)
     scored = {bool(claims[a]["scored"]) for a in agents}
     if len(scored) != 1:
         shown = ", ".join(f"{a}={claims[a]['scored']}" for a in agents)
@@ -343,8 +594,12 @@ def replay_joint_episode(
             )
         if config.check_observations:
             for a in live:
-                if not _same_observation(turns[a][r].get("observation"), str(obs[a])):
-                    raise fail("the claimed observation is not the one the environment shows", a, r)
+                problem = _observation_mismatch(turns[a][r].get("observation"), str(obs[a]))
+                if problem is not None:
+                    raise fail(problem, a, r)
+        over = clock.over()
+        if over is not None:
+            raise fail(over, live[0], r)
         obs, step_rewards, terms, truncs, infos = env.step({a: turns[a][r]["action"] for a in live})
         step_ends: dict[str, EpisodeEnd | None] = {}
         cut: str | None = None
@@ -496,24 +751,46 @@ def _regrade(unwrapped: Any, episode: Mapping[str, Any], fail: Any) -> EpisodeOu
     )
 
 
+def _unavailable_env(env_id: str, err: BaseException) -> VerifierUnavailable:
+    return VerifierUnavailable(
+        f"{env_id} cannot be made here to replay it ({type(err).__name__}: {err}); the verifier's environment "
+        "is not ready (a browser, sandbox or optional dependency): retry later"
+    )
+
+
 def _replay_chunk(
-    env_id: str, kwargs: dict[str, Any], max_turns: int | None, episodes: list[dict[str, Any]], config: VerifyConfig
+    env_id: str,
+    kwargs: dict[str, Any],
+    max_turns: int | None,
+    episodes: list[dict[str, Any]],
+    config: VerifyConfig,
+    clock: _Clock | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> list[EpisodeOutcome]:
-    """Replay episodes of one entry in one environment instance (also a process-pool task)."""
-    entry = episodes[0]["entry"] if episodes else None
+    """Replay episodes of one entry in one environment instance (also a child-process task).
+
+    Raises :class:`VerifierUnavailable` when the environment cannot be made here (the suite's
+    own arguments: the fault is the verifier's, not the bundle's).
+    """
+    clock = clock or _Clock(config)
     try:
         env = make(env_id, **kwargs)
     except Exception as err:
-        raise VerificationError(
-            f"{env_id} cannot be made here to replay it: {type(err).__name__}: {err}", entry=entry
-        ) from err
+        raise _unavailable_env(env_id, err) from err
+    cap = action_cap(env_id, config)
     outcomes = []
     try:
-        for episode in episodes:
+        for k, episode in enumerate(episodes):
+            if on_start is not None:
+                on_start(k)
             try:
-                outcomes.append(replay_episode(env, episode, max_turns=max_turns, config=config))
-            except VerificationError:
+                outcomes.append(
+                    replay_episode(env, episode, max_turns=max_turns, config=config, action_cap=cap, clock=clock)
+                )
+            except (VerificationError, VerifierUnavailable):
                 raise
+            except NotAvailableError as err:
+                raise _unavailable_env(env_id, err) from err
             except Exception as err:  # the env broke its contract while replaying: reject, never a 500
                 raise VerificationError(
                     f"the environment raised while replaying: {type(err).__name__}: {err}",
@@ -533,23 +810,30 @@ def _replay_joint_chunk(
     agents: list[str],
     groups: list[list[dict[str, Any]]],
     config: VerifyConfig,
+    clock: _Clock | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> list[EpisodeOutcome]:
     """Replay joint episodes of one multi-agent entry in one environment instance (also a
-    process-pool task); ``groups`` holds each episode's records in agent order."""
-    entry = groups[0][0]["entry"] if groups else None
+    child-process task); ``groups`` holds each episode's records in agent order."""
+    clock = clock or _Clock(config)
     try:
         env = make_parallel(env_id, **kwargs)
     except Exception as err:
-        raise VerificationError(
-            f"{env_id} cannot be made here to replay it: {type(err).__name__}: {err}", entry=entry
-        ) from err
+        raise _unavailable_env(env_id, err) from err
+    cap = action_cap(env_id, config)
     outcomes: list[EpisodeOutcome] = []
     try:
-        for records in groups:
+        for k, records in enumerate(groups):
+            if on_start is not None:
+                on_start(k)
             try:
-                outcomes += replay_joint_episode(env, records, agents=agents, max_turns=max_turns, config=config)
-            except VerificationError:
+                outcomes += replay_joint_episode(
+                    env, records, agents=agents, max_turns=max_turns, config=config, action_cap=cap, clock=clock
+                )
+            except (VerificationError, VerifierUnavailable):
                 raise
+            except NotAvailableError as err:
+                raise _unavailable_env(env_id, err) from err
             except Exception as err:  # the env broke its contract while replaying: reject, never a 500
                 raise VerificationError(
                     f"the environment raised while replaying: {type(err).__name__}: {err}",
@@ -654,10 +938,8 @@ def _entry_agents(
         return None
     try:
         agents = possible_agents(env_id, kwargs)
-    except Exception as err:
-        raise VerificationError(
-            f"{env_id} cannot be made here to replay it: {type(err).__name__}: {err}", entry=name
-        ) from err
+    except Exception as err:  # the suite's own arguments: the verifier's fault, not the bundle's
+        raise _unavailable_env(env_id, err) from err
     if listed != agents:
         raise VerificationError(
             f"the bundle lists agents {listed!r}, the environment's agents are {agents!r}; a multi-agent entry "
@@ -667,7 +949,19 @@ def _entry_agents(
     return agents
 
 
+def _check_trials(bundle: Bundle, suite: Suite) -> None:
+    """The claimed trials within what the suite allows: checked before anything is built from them."""
+    trials = bundle.manifest["trials"]
+    limit = max_trials(suite)
+    if isinstance(trials, bool) or not isinstance(trials, int) or not 1 <= trials <= limit:
+        raise VerificationError(
+            f"the bundle claims {trials!r:.40} trials per task; suite {suite.id!r} allows 1 to {limit}. "
+            "Run the suite with --trials within that range."
+        )
+
+
 def _check_episode_set(bundle: Bundle, suite: Suite, plan: Sequence[_Plan]) -> None:
+    _check_trials(bundle, suite)  # bounds every set built below
     trials = bundle.manifest["trials"]
     agents_of = {name: agents for *_, name, agents in plan}
     expected = {
@@ -737,6 +1031,14 @@ def _check_episode_set(bundle: Bundle, suite: Suite, plan: Sequence[_Plan]) -> N
         raise VerificationError(f"missing episodes the suite asks for: {describe(missing)}")
     if extra:
         raise VerificationError(f"episodes the suite does not ask for: {describe(extra)}")
+    lines = Counter(e["entry"] for e in bundle.episodes)
+    for claimed in bundle.manifest["entries"]:
+        if "episodes" in claimed and claimed["episodes"] != lines[claimed["name"]]:
+            raise VerificationError(
+                f"the manifest says the entry holds {claimed['episodes']!r:.40} episode lines, the bundle holds "
+                f"{lines[claimed['name']]}",
+                entry=claimed["name"],
+            )
 
 
 def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: VerifyConfig | None = None) -> Verified:
@@ -745,8 +1047,12 @@ def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: Verif
     Returns the :class:`Verified` bundle with its replayed outcomes and scores.
 
     Raises:
-        BundleError: the bundle cannot be read (not gzip, not JSON Lines, missing fields).
-        VerificationError: the bundle was read but is rejected; the message says why and where.
+        BundleError: the bundle cannot be read (not gzip, not JSON Lines, missing fields, over a
+            size cap of :class:`~envgym.leaderboard.bundle.BundleLimits`). A :class:`Bundle`
+            built in memory is not held to those caps (:func:`read_bundle` does that).
+        VerificationError: the bundle was read but is rejected; the message says why and where
+            (a limit of ``config`` passed while replaying is such a rejection).
+        VerifierUnavailable: the verifier cannot replay it here now (retry later).
     """
     config = config or VerifyConfig()
     if not isinstance(bundle, Bundle):
@@ -758,19 +1064,26 @@ def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: Verif
             f"{actual[:16]}...; the bundle was edited after it was made."
         )
     suite = _check_suite(bundle)
+    _check_trials(bundle, suite)
     plan = _replay_plan(bundle, suite)
     _check_episode_set(bundle, suite, plan)
     by_entry: dict[str, list[Any]] = {}
-    for *_, name, agents in plan:
+    for env_id, _kwargs, _max_turns, name, agents in plan:
         episodes = [e for e in bundle.episodes if e["entry"] == name]
+        _check_action_lengths(env_id, episodes, action_cap(env_id, config))
         # A multi-agent entry replays joint episodes: each (seed, trial)'s records, in agent order.
         by_entry[name] = episodes if agents is None else _joint_episodes(episodes, agents)
+    parallel = config.workers > 1 and len(bundle.episodes) >= config.parallel_threshold
+    isolate = config.isolate
+    if isolate is None:
+        isolate = parallel or suite_is_sandboxed(suite) or needs_isolation([p[0] for p in plan])
     outcomes: list[EpisodeOutcome] = []
-    if config.workers > 1 and len(bundle.episodes) >= config.parallel_threshold:
-        outcomes = _replay_parallel(plan, by_entry, config)
+    if isolate:
+        outcomes = _replay_isolated(plan, by_entry, config, config.workers if parallel else 1)
     else:
+        clock = _Clock(config)
         for plan_item in plan:
-            outcomes += _replay_task(plan_item, by_entry[plan_item[3]], config)
+            outcomes += _replay_task(plan_item, by_entry[plan_item[3]], config, clock)
     infra = sum(not o.scored for o in outcomes)
     if outcomes and infra / len(outcomes) > config.max_infra_fraction:
         raise VerificationError(
@@ -779,6 +1092,22 @@ def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: Verif
         )
     scores = compute_scores(outcomes, [(e.name, e.env) for e in suite.entries], trials=bundle.manifest["trials"])
     return Verified(bundle=bundle, suite=suite, outcomes=outcomes, scores=scores)
+
+
+def _check_action_lengths(env_id: str, episodes: Sequence[Mapping[str, Any]], cap: int) -> None:
+    """Every action of an entry within its environment's cap, before any episode is replayed."""
+    for episode in episodes:
+        for i, turn in enumerate(episode["turns"]):
+            problem = _action_too_long(turn["action"], cap)
+            if problem is not None:
+                raise VerificationError(
+                    f"{problem} ({env_id})",
+                    entry=episode["entry"],
+                    seed=episode["seed"],
+                    trial=episode["trial"],
+                    agent=episode.get("agent_id"),
+                    turn=i,
+                )
 
 
 def _joint_episodes(episodes: Sequence[dict[str, Any]], agents: Sequence[str]) -> list[list[dict[str, Any]]]:
@@ -790,33 +1119,217 @@ def _joint_episodes(episodes: Sequence[dict[str, Any]], agents: Sequence[str]) -
     return [[group[a] for a in agents] for group in groups.values()]
 
 
-def _replay_task(plan_item: _Plan, units: list[Any], config: VerifyConfig) -> list[EpisodeOutcome]:
+def _replay_task(
+    plan_item: _Plan,
+    units: list[Any],
+    config: VerifyConfig,
+    clock: _Clock | None = None,
+    on_start: Callable[[int], None] | None = None,
+) -> list[EpisodeOutcome]:
     """Replay ``units`` of one entry: its episodes, or its joint episodes for a multi-agent one."""
     env_id, kwargs, max_turns, _name, agents = plan_item
     if agents is None:
-        return _replay_chunk(env_id, kwargs, max_turns, units, config)
-    return _replay_joint_chunk(env_id, kwargs, max_turns, agents, units, config)
+        return _replay_chunk(env_id, kwargs, max_turns, units, config, clock, on_start)
+    return _replay_joint_chunk(env_id, kwargs, max_turns, agents, units, config, clock, on_start)
 
 
-def _replay_parallel(
+# -- replay in child processes the verifier can kill ---------------------------------------------------
+
+
+def _unit_key(plan_item: _Plan, unit: Any) -> dict[str, Any]:
+    first = unit[0] if plan_item[4] is not None else unit
+    return {"entry": first["entry"], "seed": first["seed"], "trial": first["trial"]}
+
+
+def _process_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` and its waited-for children (0.0 where /proc cannot tell)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return 0.0
+
+
+def _own_cpu() -> float:
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _replay_worker(conn: Any, config: VerifyConfig) -> None:
+    """A child replay process: replays the tasks the parent sends until told to stop.
+
+    It leads its own process group (``setsid``), so the parent kills it with everything it
+    started (an environment's browser or sandbox) in one signal.
+    """
+    try:
+        os.setsid()
+    except OSError:
+        pass
+    while True:
+        message = conn.recv()
+        if message[0] == "stop":
+            return
+        _, index, plan_item, units, wall_left, cpu_left = message
+
+        def started(k: int, index: int = index) -> None:
+            conn.send(("start", index, k, _own_cpu()))
+
+        try:
+            clock = _Clock(config, wall_left=wall_left, cpu_left=cpu_left, cpu=time.process_time)
+            outcomes = _replay_task(plan_item, units, config, clock, started)
+        except (VerificationError, VerifierUnavailable) as err:
+            conn.send(("error", index, err, _own_cpu()))
+            return
+        except BaseException as err:  # the verifier's own bug: never a rejection of the bundle
+            conn.send(("error", index, VerifierUnavailable(f"the replay failed: {type(err).__name__}: {err}"), 0.0))
+            return
+        conn.send(("done", index, outcomes, _own_cpu()))
+
+
+@dataclass
+class _Worker:
+    process: Any
+    conn: Any
+    task: int | None = None
+    unit: int | None = None
+    since: float = field(default_factory=time.monotonic)
+    cpu: float = 0.0
+
+
+def _kill(worker: _Worker) -> None:
+    process = worker.process
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # the worker leads its group: it and all it started
+    except (OSError, TypeError):
+        pass
+    try:
+        process.kill()
+    except (OSError, ValueError):
+        pass
+    process.join(5)
+    worker.conn.close()
+
+
+def _replay_isolated(
     plan: Sequence[_Plan],
     by_entry: Mapping[str, list[Any]],
     config: VerifyConfig,
+    processes: int,
 ) -> list[EpisodeOutcome]:
+    """Replay in ``processes`` child processes, killing them when a time limit passes.
+
+    Each task is a run of one entry's episodes (one environment instance); workers take tasks in
+    bundle order. The parent watches each episode's wall-clock time, the bundle's wall-clock time
+    and the CPU time of every worker (with what they started): past a limit (plus a short grace,
+    so a worker's own check between steps reports first when it can) the workers are killed and
+    the bundle is rejected, naming the episode. The first failure found is raised at once.
+    """
     records = sum(len(by_entry[p[3]]) * (len(p[4]) if p[4] else 1) for p in plan)
-    chunk = max(8, records // (config.workers * 4))  # in records; a joint episode is never split
-    jobs = []
+    chunk = max(8, records // (processes * 4)) if processes > 1 else max(1, records)  # in records
+    tasks: list[tuple[_Plan, list[Any]]] = []
+    for plan_item in plan:
+        units = by_entry[plan_item[3]]
+        step = max(1, chunk // len(plan_item[4])) if plan_item[4] else chunk
+        for start in range(0, len(units), step):
+            tasks.append((plan_item, units[start : start + step]))
+    results: list[list[EpisodeOutcome] | None] = [None] * len(tasks)
+    queue = deque(range(len(tasks)))
     # spawn, not fork: the web server verifies from worker threads, and forking a threaded
     # process can copy a held lock into the child.
-    with ProcessPoolExecutor(config.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        for plan_item in plan:
-            units = by_entry[plan_item[3]]
-            step = max(1, chunk // len(plan_item[4])) if plan_item[4] else chunk
-            for start in range(0, len(units), step):
-                jobs.append(pool.submit(_replay_task, plan_item, units[start : start + step], config))
-        outcomes: list[EpisodeOutcome] = []
-        for job in jobs:
-            outcomes += job.result()  # the first mismatch, in bundle order, is raised
+    context = multiprocessing.get_context("spawn")
+    started = time.monotonic()
+    workers: list[_Worker] = []
+
+    def give(worker: _Worker) -> None:
+        if not queue:
+            worker.conn.send(("stop",))
+            worker.task = None
+            return
+        index = queue.popleft()
+        wall_left = config.budget_s - (time.monotonic() - started)
+        cpu_left = config.cpu_budget - sum(w.cpu for w in workers)  # each worker's total so far
+        worker.conn.send(("task", index, *tasks[index], wall_left, max(cpu_left, 0.001)))
+        worker.task, worker.unit, worker.since = index, None, time.monotonic()
+
+    try:
+        for _ in range(min(processes, len(tasks))):
+            parent, child = context.Pipe()
+            try:
+                process = context.Process(target=_replay_worker, args=(child, config), daemon=True)
+                process.start()
+            except OSError as err:
+                raise VerifierUnavailable(f"a replay process could not be started ({err}); retry later") from err
+            finally:
+                child.close()
+            worker = _Worker(process, parent)
+            workers.append(worker)
+            give(worker)
+        while any(w.task is not None for w in workers):
+            busy = [w for w in workers if w.task is not None]
+            now = time.monotonic()
+            deadlines = [started + config.budget_s + _KILL_GRACE_S]
+            for w in busy:
+                limit = config.episode_timeout_s if w.unit is not None else _START_TIMEOUT_S
+                deadlines.append(w.since + limit + _KILL_GRACE_S)
+            timeout = min(1.0, max(0.0, min(deadlines) - now))
+            for conn in wait([w.conn for w in busy], timeout=timeout):
+                worker = next(w for w in busy if w.conn is conn)
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    code = worker.process.exitcode
+                    worker.process.join(5)
+                    code = worker.process.exitcode if code is None else code
+                    if worker.unit is None or worker.task is None:
+                        raise VerifierUnavailable(
+                            f"a replay process exited (code {code}) before it replayed anything; retry later"
+                        ) from None
+                    plan_item, units = tasks[worker.task]
+                    raise VerificationError(
+                        f"the replay process died (exit code {code}) while replaying this episode",
+                        **_unit_key(plan_item, units[worker.unit]),
+                    ) from None
+                kind, index = message[0], message[1]
+                worker.cpu = message[-1]
+                if kind == "start":
+                    worker.unit, worker.since = message[2], time.monotonic()
+                elif kind == "done":
+                    results[index] = message[2]
+                    give(worker)
+                else:  # "error": the first failure found rejects the bundle (or is the verifier's own)
+                    raise message[2]
+            now = time.monotonic()
+            for w in workers:
+                if w.task is not None and w.process.pid is not None:
+                    w.cpu = max(w.cpu, _process_cpu(w.process.pid))
+            for w in workers:
+                if w.task is None:
+                    continue
+                plan_item, units = tasks[w.task]
+                if w.unit is None and now - w.since > _START_TIMEOUT_S + _KILL_GRACE_S:
+                    raise VerifierUnavailable(
+                        f"a replay process did not make {plan_item[0]} within {_START_TIMEOUT_S:g} s; retry later"
+                    )
+                if w.unit is not None and now - w.since > config.episode_timeout_s + _KILL_GRACE_S:
+                    raise VerificationError(_episode_over(config), **_unit_key(plan_item, units[w.unit]))
+            if now - started > config.budget_s + _KILL_GRACE_S:
+                raise VerificationError(_budget_over(config))
+            if sum(w.cpu for w in workers) > config.cpu_budget + _KILL_GRACE_S:
+                raise VerificationError(_cpu_over(config))
+    finally:
+        for w in workers:
+            if w.task is None and w.process.exitcode is None:
+                w.process.join(5)
+            if w.process.exitcode is None:
+                _kill(w)
+            else:
+                w.conn.close()
+    outcomes: list[EpisodeOutcome] = []
+    for part in results:
+        outcomes += part or []
     return outcomes
 
 

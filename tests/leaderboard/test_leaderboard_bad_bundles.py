@@ -25,7 +25,21 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 pytest.importorskip("sqlalchemy")
 
-GOOD_MANIFEST_LINE = json.dumps({"format": "envgym-bundle/1"}).encode()
+#: A manifest that passes the checks of line 1 (they run before line 2 is read).
+GOOD_MANIFEST_LINE = json.dumps(
+    {
+        "format": "envgym-bundle/1",
+        "suite": {"id": "lbtest-v1", "name": "lbtest", "version": "1", "sha256": "0" * 64},
+        "suite_spec": {},
+        "entries": [
+            {"name": "a", "env_id": "envgym/FrozenLake-v0", "env_version": 0, "env_kwargs": {}, "max_turns": None}
+        ],
+        "agent": {"spec": "x", "name": "x"},
+        "trials": 1,
+        "episodes": 1,
+        "content_hash": "0" * 64,
+    }
+).encode()
 
 #: name -> (file bytes, a piece of the one-line reason).
 CASES: dict[str, tuple[bytes, str]] = {

@@ -162,14 +162,14 @@ def test_pass_hat_k_and_scores_by_hand() -> None:
         o("a", 1, 0, True, 1.0),
         o("a", 1, 1, False, 0.0),
         o("b", 5, 0, False, -1.0),
-        o("b", 5, 1, False, 0.0, scored=False),  # an infrastructure failure: left out, not a zero
+        o("b", 5, 1, False, 0.0, scored=False),  # an infrastructure failure: a failed episode, counted apart
     ]
     scores = compute_scores(outcomes, [("a", "x/A-v0"), ("b", "x/B-v0")], trials=2)
     a, b = scores.entries
     assert (a.success_rate, a.mean_reward, a.pass_k) == (0.75, 0.75, {"1": 0.75, "2": 0.5})
-    assert (b.success_rate, b.mean_reward, b.scored, b.infra, b.pass_k) == (0.0, -1.0, 1, 1, {"1": 0.0})
-    assert scores.success_rate == pytest.approx(0.375) and scores.mean_reward == pytest.approx(-0.125)
-    assert scores.pass_k == {"1": 0.375, "2": 0.5}
+    assert (b.success_rate, b.mean_reward, b.scored, b.infra, b.pass_k) == (0.0, -0.5, 1, 1, {"1": 0.0, "2": 0.0})
+    assert scores.success_rate == pytest.approx(0.375) and scores.mean_reward == pytest.approx(0.125)
+    assert scores.pass_k == {"1": 0.375, "2": 0.25}
     assert (scores.episodes, scores.scored, scores.infra) == (6, 5, 1)
     assert a.ci_low == 0.5 and a.ci_high == 1.0  # tasks resampled: rates 2/4, 3/4 or 4/4
 
@@ -309,7 +309,11 @@ def test_infrastructure_failures_are_carried_unscored_and_capped(bundles: dict[s
     verified = verify_bundle(_edited(bundle, crash(longest)))
     assert verified.scores.infra == 1 and verified.scores.scored == 7
     entry = next(e for e in verified.scores.entries if e.entry == bundle.episodes[longest]["entry"])
-    assert entry.infra == 1 and entry.scored == 3  # left out of the rate, not counted as a failure
+    assert entry.infra == 1 and entry.scored == 3  # shown apart, and counted as a failed episode:
+    honest = verify_bundle(bundle).scores
+    before = next(e for e in honest.entries if e.entry == entry.entry)
+    others = sum(o.success for o in verified.outcomes if o.entry == entry.entry and o.scored)
+    assert entry.success_rate == pytest.approx(others / 4) and entry.success_rate <= before.success_rate
 
     # A finished episode relabelled as an infrastructure failure is caught by the replay.
     def relabel(b: Bundle) -> None:
@@ -333,9 +337,9 @@ def test_malformed_bundles_get_clear_errors(bundles: dict[str, Bundle], tmp_path
         read_bundle(b"PK\x03\x04 not a bundle")
     with pytest.raises(BundleError, match="truncated"):
         read_bundle(good[: len(good) // 2])
-    with pytest.raises(BundleError, match="line 2 of the bundle is not valid JSON"):
-        read_bundle(gzip.compress(b'{"format": "envgym-bundle/1"}\n{oops\n'))
     lines = gzip.decompress(good).split(b"\n")
+    with pytest.raises(BundleError, match="line 2 of the bundle is not valid JSON"):
+        read_bundle(gzip.compress(lines[0] + b"\n{oops\n"))
     episode = json.loads(lines[1])
     del episode["turns"][0]["reward"]
     lines[1] = json.dumps(episode).encode()
@@ -343,7 +347,7 @@ def test_malformed_bundles_get_clear_errors(bundles: dict[str, Bundle], tmp_path
         read_bundle(gzip.compress(b"\n".join(lines)))
     manifest = json.loads(lines[0])
     manifest["trials"] = "two"
-    with pytest.raises(BundleError, match=r"manifest.trials: expected int >= 1, got 'two'"):
+    with pytest.raises(BundleError, match=r"manifest.trials: expected int >= 1 \(at most 1000\), got 'two'"):
         read_bundle(gzip.compress(b"\n".join([json.dumps(manifest).encode(), *lines[1:]])))
     with pytest.raises(BundleError, match="announces 8 episodes but the bundle holds 7"):
         read_bundle(gzip.compress(b"\n".join(gzip.decompress(good).split(b"\n")[:-2])))
