@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envgym._imports import optional
+from envgym._runfiles import write_atomic
 from envgym.bench.run import load_bench_run
 
 __all__ = ["metrics_rows", "write_report"]
@@ -186,8 +187,8 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         "md": target / "report.md",
         "html": target / "report.html",
     }
-    paths["success_png"].write_bytes(success_png)
-    paths["turns_png"].write_bytes(turns_png)
+    write_atomic(paths["success_png"], success_png)
+    write_atomic(paths["turns_png"], turns_png)
     rows = metrics_rows(results)
     identity = _identity(run, results)
     title = f"envgym bench: {results['suite']['id']} / {results['agent']}"
@@ -209,7 +210,7 @@ def write_report(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | 
         "![turns per episode](turns.png)",
         "",
     ]
-    paths["md"].write_text("\n".join(md), encoding="utf-8")
+    write_atomic(paths["md"], "\n".join(md))
 
     def image(data: bytes, alt: str) -> str:
         encoded = base64.b64encode(data).decode("ascii")
@@ -261,5 +262,5 @@ img {{ max-width: 100%; margin: 1em 1em 0 0; }}
 </body>
 </html>
 """
-    paths["html"].write_text(page, encoding="utf-8")
+    write_atomic(paths["html"], page)
     return paths

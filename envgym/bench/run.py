@@ -40,6 +40,7 @@ import yaml
 from envgym import __version__
 from envgym._clock import utc_now
 from envgym._folderlock import LOCK_FILE, FolderLock
+from envgym._runfiles import write_atomic
 from envgym.bench.metrics import compute_results
 from envgym.bench.suite import Suite, load_suite, parse_suite
 from envgym.errors import ConfigError
@@ -90,9 +91,7 @@ def default_out(suite: Suite, agent: str, *, root: str | os.PathLike[str] = "run
 
 
 def _write_json(path: Path, data: Any) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(json_safe(data), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(json_safe(data), indent=2, ensure_ascii=False) + "\n")
 
 
 def _read_json(path: Path) -> Any:
@@ -211,7 +210,7 @@ def load_bench_run(path: str | os.PathLike[str]) -> BenchRun:
     suite_file = folder / SUITE_FILE
     try:
         data = yaml.safe_load(suite_file.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as err:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         raise ConfigError(f"{suite_file} cannot be read ({err}); the bench run folder is damaged.") from err
     suite = parse_suite(data, source=str(suite_file), check_envs=False, check_ids=False)
     recorded = meta["suite"].get("sha256") if isinstance(meta["suite"], dict) else None
@@ -267,6 +266,14 @@ def _identity_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
         if json.dumps(json_safe(a), sort_keys=True) != json.dumps(json_safe(b), sort_keys=True):
             lines.append(f"{key}: {a!r} -> {b!r}")
     return lines
+
+
+def _started_here(path: Path) -> bool:
+    """Whether ``path`` is a file a bench run writes before its ``bench.json``."""
+    name = path.name
+    if name in (LOCK_FILE, SUITE_FILE):
+        return path.is_file()
+    return name.startswith((f".{SUITE_FILE}.", f".{BENCH_FILE}.")) and name.endswith(".tmp") and path.is_file()
 
 
 def run_suite(
@@ -332,9 +339,10 @@ def run_suite(
     # Validate the harness settings once, before any folder is touched.
     RunConfig(env_id=suite.entries[0].env, agent=agent, agent_options=options, **harness)
     folder = Path(out) if out is not None else default_out(suite, agent)
-    # Checked before the lock file goes in, so a folder that is not ours is left untouched (a lone
-    # lock file is ours: a run killed before it wrote anything).
-    if folder.is_dir() and not (folder / BENCH_FILE).exists() and any(p.name != LOCK_FILE for p in folder.iterdir()):
+    # Checked before the lock file goes in, so a folder that is not ours is left untouched. What a
+    # run killed before its bench.json leaves is ours: the lock file, suite.yaml (written first)
+    # and the temporary files of atomic writes.
+    if folder.is_dir() and not (folder / BENCH_FILE).exists() and not all(_started_here(p) for p in folder.iterdir()):
         raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
     # One process at a time writes a bench run folder (a second one stops here, naming the first);
     # the lock goes when this returns or the process dies, so a killed run resumes.
@@ -413,8 +421,12 @@ def _play_suite(
     if not complete:
         # A finished run is left as it is (its bench.json keeps the commit and packages that
         # produced it), so running it again changes nothing and bundles to the same file.
+        # suite.yaml goes first and bench.json, the mark of a bench run folder, last: a kill between
+        # them leaves a folder this same command resumes (see _started_here). Both are replaced
+        # whole, and suite.yaml only when its text differs, so a kill leaves the report and submit
+        # commands a readable folder.
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / SUITE_FILE).write_text(suite.to_yaml(), encoding="utf-8")
+        write_atomic(folder / SUITE_FILE, suite.to_yaml(), skip_unchanged=True)
         _write_json(bench_file, meta)
 
     # Every missing episode of every entry goes into one task list and one Runner call: episodes of

@@ -14,9 +14,20 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, TypedDict
 
+from envgym._runfiles import MalformedRecordError
 from envgym.core import TerminationReason
+from envgym.errors import ConfigError
 
-__all__ = ["EpisodeRecord", "Trajectory", "Turn", "cut_text", "episode_record", "json_safe", "recordable_observation"]
+__all__ = [
+    "EpisodeRecord",
+    "MalformedRecordError",
+    "Trajectory",
+    "Turn",
+    "cut_text",
+    "episode_record",
+    "json_safe",
+    "recordable_observation",
+]
 
 #: Record format version, written into every line; readers refuse newer formats.
 RECORD_VERSION = 1
@@ -57,6 +68,77 @@ def recordable_observation(observation: Any) -> Any:
     ):
         return f"<image {'x'.join(map(str, shape))} uint8>"
     return observation
+
+
+# -- the shape a record read back must have ----------------------------------------------------------
+_NUMBER = (int, float, str)  # json_safe writes a non-finite float as its text ("nan", "inf")
+_NONE = type(None)
+#: Field -> accepted JSON types, for the fields code reads back (a resume, a summary, a report);
+#: free-form fields (observations, actions, messages) are not checked.
+_TURN_TYPES: dict[str, tuple[type, ...]] = {
+    "index": (int,),
+    "reward": _NUMBER,
+    "reward_components": (dict,),
+    "action_valid": (bool,),
+    "terminated": (bool,),
+    "truncated": (bool,),
+    "format_ok": (bool, _NONE),
+    "prompt_tokens": (int, float, _NONE),  # a server's usage counts, as it sent them
+    "completion_tokens": (int, float, _NONE),
+    "agent_s": _NUMBER,
+    "env_s": _NUMBER,
+    "extra": (dict,),
+}
+_TURN_REQUIRED = ("index", "observation", "action", "reward", "reward_components", "action_valid")
+_TRAJECTORY_TYPES: dict[str, tuple[type, ...]] = {
+    "episode_id": (str,),
+    "index": (int,),
+    "env_id": (str,),
+    "seed": (int, _NONE),
+    "agent": (str,),
+    "env_kwargs": (dict,),
+    "group": (int,),
+    "member": (int,),
+    "task": (dict,),
+    "turns": (list,),
+    "success": (bool,),
+    "termination_reason": (str,),
+    "total_reward": _NUMBER,
+    "reward_components": (dict,),
+    "invalid_actions": (int,),
+    "attempts": (int,),
+    "errors": (list,),
+    "prompt_tokens": (int, float),
+    "completion_tokens": (int, float),
+    "wall_time_s": _NUMBER,
+    "started_at": (str,),
+    "finished_at": (str,),
+    "extra": (dict,),
+}
+_TRAJECTORY_REQUIRED = ("episode_id", "index", "env_id", "seed", "agent")
+_REASONS = frozenset(reason.value for reason in TerminationReason)
+
+
+def _check_shape(
+    data: Any, what: str, required: tuple[str, ...], types: dict[str, tuple[type, ...]]
+) -> dict[str, Any]:
+    """``data`` if it is a JSON object with the ``required`` keys and ``types``; else
+    :class:`MalformedRecordError` naming the first thing wrong."""
+    if not isinstance(data, dict):
+        raise MalformedRecordError(f"expected a {what} (a JSON object), got {type(data).__name__} {data!r:.60}")
+    missing = [key for key in required if key not in data]
+    if missing:
+        got = f"{sorted(data)!r:.120}"
+        raise MalformedRecordError(f"{what} record lacks the fields {', '.join(missing)}; got keys {got}")
+    for key, kinds in types.items():
+        if key not in data:
+            continue
+        value = data[key]
+        # bool is an int in Python, not in a record: an index of true is damage
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join("null" if k is _NONE else k.__name__ for k in kinds)
+            raise MalformedRecordError(f"{what} field {key!r} must be {names}, got {value!r:.60}")
+    return data
 
 
 @dataclass(slots=True)
@@ -120,6 +202,8 @@ class Turn:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
+        """The turn ``to_dict`` wrote; :class:`MalformedRecordError` for anything of another shape."""
+        _check_shape(data, "turn", _TURN_REQUIRED, _TURN_TYPES)
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})
 
@@ -223,11 +307,30 @@ class Trajectory:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
+        """The episode ``to_dict`` wrote.
+
+        Raises:
+            ConfigError: a record of a newer format (upgrade envgym to read it).
+            MalformedRecordError: anything that is not a record (``{}``, ``[1, 2]``, a field of the
+                wrong type): what a damaged line of ``episodes.jsonl`` holds.
+        """
+        if not isinstance(data, dict):
+            raise MalformedRecordError(f"expected an episode (a JSON object), got {type(data).__name__} {data!r:.60}")
         version = data.get("record_version", RECORD_VERSION)
-        if not isinstance(version, int) or version > RECORD_VERSION:
-            raise ValueError(
+        if isinstance(version, int) and not isinstance(version, bool) and version > RECORD_VERSION:
+            raise ConfigError(
                 f"trajectory record_version {version!r} is newer than this envgym reads ({RECORD_VERSION}); "
                 "upgrade envgym to read this run."
+            )
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise MalformedRecordError(f"episode field 'record_version' must be an integer >= 1, got {version!r:.60}")
+        _check_shape(data, "episode", _TRAJECTORY_REQUIRED, _TRAJECTORY_TYPES)
+        if data["index"] < 0:
+            raise MalformedRecordError(f"episode field 'index' must be >= 0, got {data['index']!r}")
+        reason = data.get("termination_reason", TerminationReason.MAX_TURNS.value)
+        if reason not in _REASONS:
+            raise MalformedRecordError(
+                f"episode field 'termination_reason' must be one of {sorted(_REASONS)}, got {reason!r:.60}"
             )
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}

@@ -13,6 +13,11 @@ A run folder holds
   refused at once, naming the owner's pid; the lock goes with the process, so a killed run
   resumes).
 
+Every whole file is replaced atomically (:func:`envgym._runfiles.write_atomic`) and the records
+are only appended, so a run killed at any instant (``kill -9`` included) leaves a folder that the
+same command resumes: a damaged last record line is the episode the kill interrupted, cut away and
+played again; a damaged line before it is refused (``line N of PATH is damaged``).
+
 Re-running into the same folder resumes: finished episodes are skipped, episodes that ended by an
 infrastructure failure are run again, and a changed configuration is refused (the message lists
 what changed). :func:`load_run` returns a pandas DataFrame; :func:`export_parquet` writes Parquet.
@@ -34,6 +39,7 @@ from typing import Any, Self
 from envgym._clock import utc_timestamp
 from envgym._folderlock import FolderLock
 from envgym._imports import optional
+from envgym._runfiles import read_jsonl, write_atomic
 from envgym.errors import ConfigError, MissingDependencyError
 from envgym.rollout.records import Trajectory, json_safe
 
@@ -111,35 +117,10 @@ def _config_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
 
 def _read_records(path: Path, *, repair: bool = False) -> list[Trajectory]:
-    """Read ``episodes.jsonl``. A last line cut short by a crash is dropped (and, with ``repair``,
-    cut off the file so appends start on a clean line); a bad line elsewhere is an error."""
-    if not path.exists():
-        return []
-    raw = path.read_bytes()
-    records: list[Trajectory] = []
-    good_end = 0
-    offset = 0
-    for line in raw.splitlines(keepends=True):
-        end = offset + len(line)
-        complete = line.endswith(b"\n")
-        try:
-            data = json.loads(line) if line.strip() else None
-        except json.JSONDecodeError as err:
-            if not complete and end == len(raw):  # torn final line from an interrupted write
-                break
-            raise ConfigError(
-                f"{path}: line {len(records) + 1} is not valid JSON ({err}); the file is damaged."
-            ) from err
-        if data is not None:
-            if not complete:  # valid JSON without its newline: the write was cut just before it
-                break
-            records.append(Trajectory.from_dict(data))
-        good_end = end
-        offset = end
-    if repair and good_end < len(raw):
-        with path.open("r+b") as f:
-            f.truncate(good_end)
-    return records
+    """Read ``episodes.jsonl`` (:func:`envgym._runfiles.read_jsonl`). A damaged last line, the
+    episode a crash interrupted, is dropped (and, with ``repair``, cut off the file so appends start
+    on a clean line and the episode is played again); a damaged line elsewhere is refused."""
+    return read_jsonl(path, Trajectory.from_dict, repair=repair)
 
 
 def _latest_by_index(records: Iterable[Trajectory]) -> dict[int, Trajectory]:
@@ -182,10 +163,15 @@ class RunFolder:
         if config_path.exists():
             try:
                 old = json.loads(config_path.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
                 raise ConfigError(
                     f"{config_path} is not valid JSON ({err}); remove the folder or pick another --out."
                 ) from err
+            if not isinstance(old, dict):
+                raise ConfigError(
+                    f"{config_path} holds {type(old).__name__}, not a run configuration; remove the folder or pick "
+                    "another --out."
+                )
             old_identity = {k: old.get(k) for k in self.identity_keys}
             new_identity = {k: self.config.get(k) for k in self.identity_keys}
             if old_identity != new_identity:
@@ -195,9 +181,9 @@ class RunFolder:
                     "settings, or write this run into another folder (--out)."
                 )
         self.previous = _latest_by_index(_read_records(self.path / EPISODES_FILE, repair=True))
-        tmp = config_path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.config, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, config_path)
+        # The config goes in before any episode (a folder with records always has its config)
+        # and whole, so a kill leaves the old one or the new one.
+        write_atomic(config_path, json.dumps(self.config, indent=2, sort_keys=True) + "\n", skip_unchanged=True)
         self._write_meta()
 
     @property
@@ -227,9 +213,7 @@ class RunFolder:
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         if not self._owner.held:
             raise RuntimeError(f"{self.path} was closed; write the summary before closing the folder.")
-        tmp = self.path / (SUMMARY_FILE + ".tmp")
-        tmp.write_text(json.dumps(json_safe(dict(summary)), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path / SUMMARY_FILE)
+        write_atomic(self.path / SUMMARY_FILE, json.dumps(json_safe(dict(summary)), indent=2, sort_keys=True) + "\n")
 
     def close(self) -> None:
         """Close the episodes file and give up the folder's lock (idempotent)."""
@@ -347,7 +331,9 @@ def record_session(meta_path: Path, session: dict[str, Any]) -> dict[str, Any]:
     if meta_path.exists():
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
+        except (UnicodeDecodeError, json.JSONDecodeError):
+            meta = {}
+        if not isinstance(meta, dict) or not isinstance(meta.get("sessions", []), list):
             meta = {}
     meta.setdefault("created_at", session.get("started_at"))
     meta.update(
@@ -359,7 +345,5 @@ def record_session(meta_path: Path, session: dict[str, Any]) -> dict[str, Any]:
         }
     )
     meta.setdefault("sessions", []).append(session)
-    tmp = meta_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(meta, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, meta_path)
+    write_atomic(meta_path, json.dumps(meta, indent=2, sort_keys=True) + "\n")
     return meta

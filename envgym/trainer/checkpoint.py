@@ -11,8 +11,9 @@ A checkpoint is a folder ``<run>/checkpoints/update-NNNNNN/`` holding
   state and the resolved config;
 * ``COMPLETE``: written last. A folder without it (a crash while saving) is ignored and removed.
 
-The folder is written under a temporary name and renamed into place, and only the newest
-``keep`` checkpoints stay on disk.
+The folder is written under a temporary name, flushed to disk and renamed into place, and only
+the newest ``keep`` checkpoints stay on disk (an old one is renamed away before it is deleted):
+a run killed at any instant resumes from its newest whole checkpoint.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from envgym._runfiles import fsync_folder, write_atomic
 from envgym.errors import ConfigError
 from envgym.rollout.records import json_safe
 
@@ -64,6 +66,24 @@ def latest_checkpoint(run: str | os.PathLike[str]) -> Path | None:
     return found[-1][1] if found else None
 
 
+def _sync_tree(folder: Path) -> None:
+    """fsync every file under ``folder`` (the model files come from libraries that do not)."""
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            with path.open("rb") as f:
+                os.fsync(f.fileno())
+
+
+def _retire(folder: Path) -> None:
+    """Remove the checkpoint ``folder``: first renamed out of the ``update-NNNNNN`` names (one
+    atomic step), then deleted. A kill during a plain ``rmtree`` could leave a half-deleted folder
+    that still has its ``COMPLETE`` marker, which a resume would take for a good checkpoint."""
+    doomed = folder.with_name(f".{folder.name}.retired.tmp")
+    shutil.rmtree(doomed, ignore_errors=True)
+    os.replace(folder, doomed)
+    shutil.rmtree(doomed, ignore_errors=True)
+
+
 def save_checkpoint(
     run: str | os.PathLike[str],
     update: int,
@@ -93,14 +113,16 @@ def save_checkpoint(
     torch.save({"optimizer": optimizer.state_dict(), "rng": rng}, work / OPTIMIZER_FILE)
     version, internal, gauss = random.getstate()
     document = {**json_safe(dict(state)), "update": int(update), "python_rng": [version, list(internal), gauss]}
-    (work / STATE_FILE).write_text(json.dumps(document, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    (work / COMPLETE).write_text("", encoding="utf-8")
-    if final.exists():
-        shutil.rmtree(final)
+    write_atomic(work / STATE_FILE, json.dumps(document, indent=2, sort_keys=True) + "\n")
+    _sync_tree(work)  # every file on disk before the marker says the checkpoint is whole
+    write_atomic(work / COMPLETE, "")
+    if final.exists():  # the same update saved again: move the old one aside whole, never delete it in place
+        _retire(final)
     os.replace(work, final)
+    fsync_folder(root)
     for _, old in list_checkpoints(run)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
-    for stale in root.glob(".update-*.tmp"):  # left by a crash while saving
+        _retire(old)
+    for stale in root.glob(".update-*.tmp"):  # left by a crash while saving or pruning
         shutil.rmtree(stale, ignore_errors=True)
     log.info("checkpoint written: %s", final)
     return final
@@ -116,7 +138,7 @@ def load_checkpoint(folder: str | os.PathLike[str], *, policy: Any, optimizer: A
         raise ConfigError(f"{path} is not a complete checkpoint (no {COMPLETE} marker); pick another one.")
     try:
         state = json.loads((path / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as err:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise ConfigError(f"{path / STATE_FILE} cannot be read ({err}); the checkpoint is damaged.") from err
     policy.load(path)
     saved = torch.load(path / OPTIMIZER_FILE, map_location="cpu", weights_only=True)

@@ -340,7 +340,10 @@ class Trainer:
         dist.barrier()  # no rank writes rollouts before the stale ones are gone
         metrics_log = MetricsLog(self.out, tensorboard=cfg.tensorboard) if dist.is_main else None
         if metrics_log is not None:
-            metrics_log.truncate_after(start)
+            # Rows past the checkpoint are played again; without one, so is everything (the
+            # update-0 evaluation included, else a run killed before its first checkpoint would
+            # write that row twice).
+            metrics_log.truncate_after(start if checkpoint is not None else -1)
         result = TrainResult(out=self.out, start_update=start, final_update=start, checkpoint=checkpoint)
         saved_at = start if checkpoint is not None else -1
 

@@ -66,7 +66,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envgym.errors import ConfigError, MissingDependencyError
+from envgym._runfiles import MalformedRecordError, read_jsonl, write_atomic
+from envgym.errors import MissingDependencyError
 from envgym.rollout.records import Trajectory
 
 __all__ = ["METRICS_FILE", "MetricsLog", "episode_metrics", "read_metrics"]
@@ -138,10 +139,8 @@ class MetricsLog:
         """Drop the lines of updates after ``update`` (a resumed run writes them again)."""
         if not self.path.exists():
             return
-        kept = [row for row in read_metrics(self.path) if int(row.get("update", 0)) <= update]
-        tmp = self.path.with_suffix(".jsonl.tmp")
-        tmp.write_text("".join(json.dumps(row, sort_keys=True) + "\n" for row in kept), encoding="utf-8")
-        os.replace(tmp, self.path)
+        kept = [row for row in read_metrics(self.path) if row["update"] <= update]
+        write_atomic(self.path, "".join(json.dumps(row, sort_keys=True) + "\n" for row in kept), skip_unchanged=True)
 
     def write(self, update: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
         """Append the line of ``update`` and flush it to disk; return it."""
@@ -187,26 +186,25 @@ def _tensorboard_writer(folder: Path, *, required: bool) -> Any:
     return SummaryWriter(log_dir=str(folder))
 
 
+def _metrics_row(data: Any) -> dict[str, Any]:
+    """One ``metrics.jsonl`` line as :meth:`MetricsLog.write` wrote it: an object with an integer
+    ``update`` (anything else is a damaged line)."""
+    if not isinstance(data, dict):
+        raise MalformedRecordError(f"expected a metrics row (a JSON object), got {type(data).__name__} {data!r:.60}")
+    update = data.get("update")
+    if not isinstance(update, int) or isinstance(update, bool) or update < 0:
+        raise MalformedRecordError(f"a metrics row needs an integer 'update' >= 0, got {update!r:.60}")
+    return data
+
+
 def read_metrics(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """The rows of a ``metrics.jsonl`` file (or of a run folder's). A last line cut short by a
-    crash is ignored; a damaged line elsewhere raises :class:`ConfigError`."""
+    """The rows of a ``metrics.jsonl`` file (or of a run folder's). A damaged last line (the row a
+    crash cut short) is ignored; a damaged line elsewhere raises :class:`ConfigError`
+    (:func:`envgym._runfiles.read_jsonl`)."""
     file = Path(path)
     if file.is_dir():
         file = file / METRICS_FILE
-    if not file.exists():
-        return []
-    lines = file.read_text(encoding="utf-8").splitlines(keepends=True)
-    rows = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError as err:
-            if number == len(lines) and not line.endswith("\n"):
-                break
-            raise ConfigError(f"{file}: line {number} is not valid JSON ({err}); the file is damaged.") from err
-    return rows
+    return read_jsonl(file, _metrics_row)
 
 
 def comparable(row: Mapping[str, Any]) -> dict[str, Any]:

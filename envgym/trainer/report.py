@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from envgym._imports import optional
+from envgym._runfiles import write_atomic
 from envgym.errors import ConfigError
 from envgym.trainer.metrics import read_metrics
 
@@ -145,5 +146,5 @@ def write_report(run: str | os.PathLike[str]) -> Path:
         "",
     ]
     report = folder / REPORT_FILE
-    report.write_text("\n".join(lines), encoding="utf-8")
+    write_atomic(report, "\n".join(lines))  # whole or not at all: a kill leaves the last report
     return report

@@ -16,7 +16,6 @@ from __future__ import annotations
 import copy
 import json
 import logging
-import os
 import random
 import shutil
 import sys
@@ -25,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from envgym._clock import utc_timestamp
+from envgym._runfiles import write_atomic
 from envgym.errors import ConfigError
 from envgym.rollout.rundir import record_session
 from envgym.trainer import curriculum
@@ -202,10 +202,15 @@ def open_run_folder(out: Path, config: TrainConfig, *, world_size: int) -> Path 
     if config_path.exists():
         try:
             old = json.loads(config_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as err:
+        except (UnicodeDecodeError, json.JSONDecodeError) as err:
             raise ConfigError(
                 f"{config_path} is not valid JSON ({err}); remove the folder or pick another --out."
             ) from err
+        if not isinstance(old, dict):
+            raise ConfigError(
+                f"{config_path} holds {type(old).__name__}, not a training configuration; remove the folder or pick "
+                "another --out."
+            )
         changes = [line for line in config.changes_from(old) if line.split(":", 1)[0] not in RESUMABLE_CHANGES]
         if changes and checkpoint is not None:
             raise ConfigError(
@@ -213,9 +218,7 @@ def open_run_folder(out: Path, config: TrainConfig, *, world_size: int) -> Path 
                 "with the same settings (only updates, checkpoint_every, keep_checkpoints, tensorboard and the "
                 "rollout backend may change), or train into another folder (--out)."
             )
-    tmp = config_path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, config_path)
+    write_atomic(config_path, json.dumps(config.to_dict(), indent=2, sort_keys=True) + "\n", skip_unchanged=True)
     session = {
         "started_at": utc_timestamp(),
         "argv": list(sys.argv),

@@ -1,0 +1,231 @@
+"""``kill -9`` at random instants of ``envgym run``, ``envgym bench run`` and ``envgym train``, then
+the same command again until it finishes: nothing lost, nothing played twice, and the result
+equals an uninterrupted run (each command's episodes and updates are seeded, so it must).
+
+The instants are drawn from a seeded RNG and counted from the moment the process takes its
+folder's lock (its startup, the same every time, is not worth killing); together they cover the
+folder's first writes (config, meta, suite.yaml, bench.json), the record appends, checkpoints
+and the last files. The uninterrupted run goes alongside the interrupted one to save time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+import pytest
+
+from envgym.bench.run import load_bench_run
+from envgym.rollout import load_trajectories
+
+ROOT = Path(__file__).resolve().parents[2]
+TRAINER_TESTS = ROOT / "tests" / "trainer"
+
+pytestmark = pytest.mark.slow
+
+
+def _start(command: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
+    with log.open("ab") as err:
+        return subprocess.Popen(
+            command,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            cwd=ROOT,
+            env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+            start_new_session=True,
+        )
+
+
+def _locked_by(proc: subprocess.Popen[bytes], folder: Path) -> Callable[[], bool]:
+    """Whether ``proc`` holds ``folder``'s lock (its pid is in the lock file)."""
+    mark = f'"pid": {proc.pid}'
+
+    def ready() -> bool:
+        try:
+            return mark in (folder / ".lock").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return False
+
+    return ready
+
+
+def _kill_after(proc: subprocess.Popen[bytes], ready: Callable[[], bool], delay: float, *, timeout: float = 180) -> str:
+    """SIGKILL ``proc`` ``delay`` seconds after ``ready()`` first holds; returns what happened."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None and not ready():
+        time.sleep(0.005)
+    time.sleep(delay)
+    if proc.poll() is not None:
+        return f"ended by itself (exit {proc.returncode})"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    return f"killed {delay:.3f} s in"
+
+
+def _finish(command: list[str], log: Path, **env: str) -> None:
+    proc = _start(command, log, **env)
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "envgym.cli", *args]
+
+
+def _kill_and_resume(
+    command: list[str],
+    straight_command: list[str],
+    log: Path,
+    kills: list[tuple[Callable[[subprocess.Popen[bytes]], Callable[[], bool]], float]],
+    describe: Callable[[], str],
+    **env: str,
+) -> list[str]:
+    """Run ``straight_command`` alongside ``command``, killed once per ``kills`` entry
+    ``(ready, delay)`` (``delay`` seconds after ``ready(proc)()`` first holds), then finish
+    ``command``; returns what each kill hit (``describe()`` of the folder it left)."""
+    straight = _start(straight_command, log.with_name("straight.log"), **env)
+    events = []
+    try:
+        for ready, delay in kills:
+            proc = _start(command, log, **env)
+            events.append(f"{_kill_after(proc, ready(proc), delay)}: {describe()}")
+        _finish(command, log, **env)
+        assert straight.wait(timeout=300) == 0, log.with_name("straight.log").read_text()[-3000:]
+    finally:
+        if straight.poll() is None:
+            straight.kill()
+            straight.wait(timeout=30)
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+    print("\n".join(events))  # what each kill hit, shown with -s / -rP
+    return events
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_bytes().splitlines()) if path.exists() else 0
+
+
+def _names(folder: Path) -> str:
+    return " ".join(sorted(p.name for p in folder.iterdir())) if folder.is_dir() else "(no folder)"
+
+
+def test_envgym_run_killed_at_random_instants_resumes_to_the_same_run(tmp_path: Path) -> None:
+    rng = random.Random(6)
+    args = ["run", "envgym/FrozenLake-v0", "--agent", "random:4", "-n", "200", "--seed", "11", "--max-turns", "12"]
+    out, straight = tmp_path / "killed", tmp_path / "straight"
+    locked = partial(_locked_by, folder=out)
+    # among the first files (config, meta), then among the records
+    kills = [(locked, rng.uniform(0.0, 0.05)), (locked, rng.uniform(0.0, 0.6)), (locked, rng.uniform(0.2, 1.2))]
+    events = _kill_and_resume(
+        _cli(*args, "--out", str(out)),
+        _cli(*args, "--out", str(straight)),
+        tmp_path / "killed.log",
+        kills,
+        lambda: f"{_names(out)}; {_lines(out / 'episodes.jsonl')} records",
+    )
+    assert any(e.startswith("killed") for e in events), events
+    a, b = load_trajectories(out), load_trajectories(straight)
+    assert [t.index for t in a] == list(range(200))  # nothing lost
+    rows = (out / "episodes.jsonl").read_text(encoding="utf-8").splitlines()
+    assert sorted(json.loads(row)["index"] for row in rows) == list(range(200))  # nothing duplicated
+    assert [t.comparable() for t in a] == [t.comparable() for t in b]
+    assert json.loads((out / "summary.json").read_text())["episodes"] == 200
+    sessions = json.loads((out / "meta.json").read_text())["sessions"]
+    assert len(sessions) >= 2
+
+
+SUITE = """\
+name: crash
+version: 1
+defaults: {episodes: 60, seed: 3, max_turns: 12}
+metrics: [success_rate, mean_reward, mean_turns]
+entries:
+  - {name: lake, env: envgym/FrozenLake-v0, kwargs: {difficulty: easy}}
+  - {name: boxes, env: envgym/Sokoban-v0, kwargs: {difficulty: easy}, episodes: 40}
+"""
+
+
+def test_envgym_bench_run_killed_at_random_instants_resumes_to_the_same_run(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    suite = tmp_path / "crash-v1.yaml"
+    suite.write_text(SUITE, encoding="utf-8")
+    args = ["bench", "run", str(suite), "--agent", "random:2", "--trials", "2", "--no-progress"]
+    out, straight = tmp_path / "killed", tmp_path / "straight"
+    locked = partial(_locked_by, folder=out)
+    # the first kill lands among the folder's first files (suite.yaml, bench.json, the entries' config)
+    kills = [(locked, rng.uniform(0.0, 0.03)), (locked, rng.uniform(0.0, 0.8)), (locked, rng.uniform(0.2, 1.5))]
+    entries = out / "entries"
+    events = _kill_and_resume(
+        _cli(*args, "--out", str(out)),
+        _cli(*args, "--out", str(straight)),
+        tmp_path / "killed.log",
+        kills,
+        lambda: f"{_names(out)}; records {[_lines(entries / e / 'episodes.jsonl') for e in ('lake', 'boxes')]}",
+    )
+    assert any(e.startswith("killed") for e in events), events
+    a, b = load_bench_run(out), load_bench_run(straight)
+    assert a.missing() == {} and a.suite.sha256 == b.suite.sha256
+    for name, expected in (("lake", 120), ("boxes", 80)):
+        rows = (a.entry_dir(name) / "episodes.jsonl").read_text(encoding="utf-8").splitlines()
+        assert sorted(json.loads(row)["index"] for row in rows) == list(range(expected))
+        assert [t.comparable() for t in a.trajectories(name)] == [t.comparable() for t in b.trajectories(name)]
+    got, want = a.results(), b.results()
+    assert got["complete"] and want["complete"]
+    keys = ("name", "episodes", "success_rate", "mean_reward", "mean_turns")
+    assert [{k: e.get(k) for k in keys} for e in got["entries"]] == [
+        {k: e.get(k) for k in keys} for e in want["entries"]
+    ]
+
+
+def _train_command(out: Path) -> list[str]:
+    args = [
+        "--env", "envgymtest/Vowel-v0", "--model", "tiny", "--device", "cpu", "--group-size", "4",
+        "--groups", "2", "--max-new-tokens", "1", "--max-turns", "2", "--updates", "4", "--out", str(out),
+        "--no-progress", "--set", 'prompt={"system_prompt": "", "action_tags": []}', "--set", "tensorboard=false",
+        "--set", "lr=0.01", "--set", "checkpoint_every=1", "--set", "keep_checkpoints=1", "--set", "eval_every=2",
+        "--set", "eval_episodes=2",
+    ]  # fmt: skip
+    # envgym train with the trainer tests' environment registered (it lives in that tests folder)
+    code = (
+        f"import sys; sys.path.insert(0, {str(TRAINER_TESTS)!r}); import test_trainer_envs; "
+        f"from envgym.cli import main; sys.argv = ['envgym', 'train', *{args!r}]; main()"
+    )
+    return [sys.executable, "-c", code]
+
+
+def test_envgym_train_killed_at_random_instants_resumes_to_the_same_run(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from envgym.trainer.checkpoint import list_checkpoints
+    from envgym.trainer.metrics import comparable, read_metrics
+
+    rng = random.Random(8)
+    out, straight = tmp_path / "killed", tmp_path / "straight"
+
+    def rows_written(count: int) -> Callable[[subprocess.Popen[bytes]], Callable[[], bool]]:
+        # Startup (torch, the model) takes seconds; the instants count from a metrics row instead.
+        return lambda proc: lambda: _lines(out / "metrics.jsonl") >= count
+
+    # after the first evaluation, before or during the first checkpoint; then a few updates on
+    kills = [(rows_written(1), rng.uniform(0.0, 1.0)), (rows_written(3), rng.uniform(0.0, 1.5))]
+    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+    def describe() -> str:
+        saved = sorted(p.name for p in (out / "checkpoints").iterdir()) if (out / "checkpoints").is_dir() else []
+        return f"{_lines(out / 'metrics.jsonl')} metrics rows; checkpoints {saved}"
+
+    events = _kill_and_resume(
+        _train_command(out), _train_command(straight), tmp_path / "killed.log", kills, describe, **env
+    )
+    rows = read_metrics(out)
+    assert [r["update"] for r in rows] == [0, 1, 2, 3, 4], events  # nothing lost, nothing twice
+    assert [comparable(r) for r in rows] == [comparable(r) for r in read_metrics(straight)], events
+    assert [u for u, _ in list_checkpoints(out)] == [4]
+    assert not list((out / "checkpoints").glob(".*")), "a temporary checkpoint folder was left behind"
+    assert (out / "report.md").is_file()
