@@ -31,11 +31,13 @@ from __future__ import annotations
 
 from envgym.errors import InvalidKwargsError, suggest
 from envgym.sandbox.base import CommandResult, Limits, PytestRun, Sandbox
-from envgym.sandbox.bwrap import BwrapSandbox
+from envgym.sandbox.bwrap import DEFAULT_ROOTFS, ROOTFS_ENV, BwrapSandbox, sandbox_rootfs
 from envgym.sandbox.dockerbox import DockerSandbox
 
 __all__ = [
+    "DEFAULT_ROOTFS",
     "KINDS",
+    "ROOTFS_ENV",
     "BwrapSandbox",
     "CommandResult",
     "DockerSandbox",
@@ -44,6 +46,7 @@ __all__ = [
     "Sandbox",
     "default_kind",
     "sandbox_class",
+    "sandbox_rootfs",
 ]
 
 #: Backends by name.

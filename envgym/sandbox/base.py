@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import os
 import re
+import secrets
 import time
 import weakref
 from abc import ABC, abstractmethod
@@ -57,11 +58,18 @@ class Limits:
     cpu_seconds: int = 60
     """CPU seconds per process (``RLIMIT_CPU``: SIGXCPU, then SIGKILL one second later)."""
     memory_mb: int = 1024
-    """Memory in MiB (bwrap: ``RLIMIT_AS`` per process; docker: the container's ``--memory``)."""
+    """Memory in MiB for the whole sandbox: every process together, ``/dev/shm`` included (bwrap:
+    the sandbox's cgroup, plus ``RLIMIT_AS`` per process; docker: the container's ``--memory``).
+    The bwrap workspace lives in RAM (a tmpfs), so what commands write there counts too."""
     processes: int = 256
     """Processes (bwrap: ``RLIMIT_NPROC`` in the command's own user namespace; docker: ``--pids-limit``)."""
     file_size_mb: int = 64
     """Largest file a command may write, MiB (``RLIMIT_FSIZE``)."""
+    disk_mb: int = 1024
+    """Bytes the workspace and ``/tmp`` may hold together, MiB (bwrap as root: the size of the
+    sandbox's tmpfs; a write past it fails with "No space left on device")."""
+    inodes: int = 100_000
+    """Files and folders the workspace and ``/tmp`` may hold together (bwrap as root)."""
     max_output_bytes: int = 1 << 20
     """Bytes of output kept (head and tail); the rest is read, counted and dropped, never buffered."""
 
@@ -72,6 +80,8 @@ class Limits:
             ("memory_mb", self.memory_mb, 16, 1 << 20),
             ("processes", self.processes, 4, 1 << 20),
             ("file_size_mb", self.file_size_mb, 1, 1 << 20),
+            ("disk_mb", self.disk_mb, 1, 1 << 20),
+            ("inodes", self.inodes, 64, 1 << 30),
             ("max_output_bytes", self.max_output_bytes, 256, 1 << 34),
         )
         for name, value, low, high in checks:
@@ -110,6 +120,10 @@ class PytestRun:
     seconds: float
     output_tail: str
     """The end of pytest's output, for logs only: never used to decide an outcome."""
+    untrusted: str = ""
+    """Why the run's outcomes cannot be trusted (the grader's canary test passed, pytest's own
+    code was replaced, the workspace could not be copied for grading), or empty; when set,
+    :attr:`report_ok` is False."""
 
 
 def check_relpath(relpath: str) -> PurePosixPath:
@@ -197,6 +211,8 @@ def describe_end(
         notes.append(f"process limit ({limits.processes}) reached")
     if b"File size limit exceeded" in probe and not any("file size" in n for n in notes):
         notes.append(f"file size limit ({limits.file_size_mb} MiB) reached")
+    if b"No space left on device" in probe:
+        notes.append(f"disk quota reached: the workspace and /tmp hold at most {limits.disk_mb} MiB in {limits.inodes} files")
     if sink.truncated:
         notes.append(f"output truncated: {sink.total} bytes written, the first and last {sink.limit // 2} kept")
     return "; ".join(notes)
@@ -283,7 +299,11 @@ def grading_path(workdir: str, pythonpath: Sequence[str]) -> list[str]:
 
 
 def pytest_argv(test_ids: Sequence[str], junit_path: str, workdir: str, per_test_timeout: float | None) -> list[str]:
-    """The grading pytest command (run by :data:`PYTEST_WRAPPER`), the same in every sandbox."""
+    """The grading pytest command (run by :data:`PYTEST_WRAPPER`), the same in every sandbox.
+
+    No plugin loads from an entry point (``PYTEST_DISABLE_PLUGIN_AUTOLOAD`` is set for the run, so
+    no installed or planted distribution is read); :data:`PYTEST_WRAPPER` hands pytest-timeout in
+    as an object it imported before the workspace joined ``sys.path``."""
     argv = [
         "-p",
         "no:cacheprovider",
@@ -300,22 +320,84 @@ def pytest_argv(test_ids: Sequence[str], junit_path: str, workdir: str, per_test
     return argv + ["--", *test_ids]
 
 
+#: The environment of a grading run on top of the sandbox's: no plugin autoload, no byte code,
+#: and nothing that points Python elsewhere (``-I`` ignores the PYTHON* variables too).
+GRADING_ENV: Mapping[str, str] = {"PYTHONDONTWRITEBYTECODE": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
+
+#: Exit status of the wrapper when pytest's own functions were replaced during the run.
+TAMPERED_EXIT = 86
+
 #: Runs pytest in a fresh ``python3 -I`` process: pytest, its plugins and the XML writer are
 #: imported before the workspace joins ``sys.path``, so a ``pytest.py`` or ``xml/`` the agent
-#: planted in the workspace cannot stand in for them. Argument: a file holding the JSON argv and
-#: the sys.path entries.
+#: planted in the workspace cannot stand in for them. Before the run it notes every function of
+#: pytest's and pluggy's modules and classes; if the code under test replaced one of them (a patch
+#: that rewrites outcomes in memory), the wrapper exits with :data:`TAMPERED_EXIT`. Argument: a file
+#: holding the JSON argv and the sys.path entries.
 PYTEST_WRAPPER = r"""
-import json, sys
+import json, os, sys
 spec = json.load(open(sys.argv[1], encoding="utf-8"))
-import pytest, _pytest.junitxml, _pytest.main, _pytest.python, _pytest.runner, _pytest.terminal
+import pytest, _pytest.junitxml, _pytest.main, _pytest.python, _pytest.runner, _pytest.terminal, _pytest.reports
 import xml.etree.ElementTree, xml.dom.minidom, platform, functools, json
 try:
     import pytest_timeout
+    _plugins = [pytest_timeout]
 except ImportError:
-    pass
+    _plugins = []
+def _functions():
+    found = {}
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name in ("pytest", "pluggy", "pytest_timeout") or name.startswith(("_pytest.", "pluggy."))):
+            continue
+        for key, value in list(vars(module).items()):
+            code = getattr(value, "__code__", None)
+            if code is not None:
+                found[(name, key)] = (value, code)
+            elif isinstance(value, type) and value.__module__ == name:
+                for attr, member in list(vars(value).items()):
+                    code = getattr(member, "__code__", None) or getattr(getattr(member, "__func__", None), "__code__", None)
+                    if code is not None:
+                        found[(name, key, attr)] = (member, code)
+    return found
+_before = _functions()
 sys.path[:0] = spec["path"]
-sys.exit(int(pytest.main(spec["argv"])))
-"""
+_status = int(pytest.main(spec["argv"], plugins=_plugins))
+_after = _functions()
+for _key, (_value, _code) in _before.items():
+    _now = _after.get(_key)
+    if _now is None or _now[0] is not _value or _now[1] is not _code:
+        sys.stderr.write("envgym: pytest's own code was replaced during the run: " + ".".join(_key) + "\n")
+        os._exit(%d)
+sys.exit(_status)
+""" % TAMPERED_EXIT
+
+
+def canary(test_ids: Sequence[str]) -> tuple[str, str, bytes]:
+    """A test that must fail, written next to the first requested test for the grading run:
+    (relative path, node id, source). A run that reports it as anything but failed, or exits 0
+    with it failed, had its outcomes rewritten by the code under test."""
+    first = test_ids[0].split("::", 1)[0] if test_ids else "test_x.py"
+    folder = str(PurePosixPath(first).parent) if "/" in first else ""
+    name = f"test_envgym_canary_{secrets.token_hex(6)}.py"
+    rel = f"{folder}/{name}" if folder else name
+    source = b"def test_canary():\n    assert False, 'this test must fail: it checks the grader'\n"
+    return rel, f"{rel}::test_canary", source
+
+
+def judge_canary(
+    exit_code: int | None, outcomes: dict[str, str], canary_id: str
+) -> tuple[int | None, dict[str, str], str]:
+    """Check the canary of a grading run: returns (pytest's exit code as it would be without the
+    canary, the outcomes without it, why the run cannot be trusted or "")."""
+    seen = outcomes.pop(canary_id, None)
+    if exit_code == TAMPERED_EXIT:
+        return exit_code, outcomes, "pytest's own functions were replaced during the run"
+    if seen != "failed":
+        return exit_code, outcomes, f"the grader's canary test was reported {seen or 'missing'}, not failed"
+    if exit_code == 0:
+        return exit_code, outcomes, "pytest exited 0 although the grader's canary test failed"
+    if exit_code == 1 and all(o in ("passed", "skipped") for o in outcomes.values()):
+        return 0, outcomes, ""
+    return exit_code, outcomes, ""
 
 
 def check_restore(restore: Mapping[str, bytes]) -> dict[str, bytes]:

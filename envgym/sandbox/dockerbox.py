@@ -38,6 +38,7 @@ from envgym.errors import ConfigError, NotAvailableError
 from envgym.sandbox import _prepare
 from envgym.sandbox.base import (
     BASE_ENV,
+    GRADING_ENV,
     PYTEST_WRAPPER,
     READ_CHUNK,
     CommandResult,
@@ -45,6 +46,7 @@ from envgym.sandbox.base import (
     OutputSink,
     PytestRun,
     Sandbox,
+    canary,
     check_command,
     check_relpath,
     check_restore,
@@ -53,6 +55,7 @@ from envgym.sandbox.base import (
     describe_end,
     elapsed,
     grading_path,
+    judge_canary,
     parse_junit,
     pytest_argv,
     refused,
@@ -307,10 +310,11 @@ class DockerSandbox(Sandbox):
         timeout: float,
         env: Mapping[str, str] | None = None,
         sink: OutputSink | None = None,
+        workdir: str | None = None,
     ) -> tuple[int | None, bool, OutputSink]:
         sink = sink or OutputSink(self.limits.max_output_bytes)
         created = self._api.exec_create(
-            self._id, argv, user=user, workdir=self.workdir, environment=dict(env or self._env), stdin=False
+            self._id, argv, user=user, workdir=workdir or self.workdir, environment=dict(env or self._env), stdin=False
         )
         exec_id = created["Id"]
         stream = self._api.exec_start(exec_id, socket=True)
@@ -385,6 +389,9 @@ class DockerSandbox(Sandbox):
             with tarfile.open(fileobj=buffer, mode="r|") as archive:
                 for member in archive:
                     if member.isfile():
+                        cap = self.limits.file_size_mb << 20
+                        if member.size > cap:
+                            raise OSError(27, f"{relpath!r} is {member.size} bytes, more than the {cap} bytes read at most")
                         extracted = archive.extractfile(member)
                         assert extracted is not None
                         return extracted.read()
@@ -412,23 +419,28 @@ class DockerSandbox(Sandbox):
         timeout: float = 300.0,
         per_test_timeout: float | None = None,
     ) -> PytestRun:
+        """Grading as the bwrap sandbox grades: every process of the sandbox user killed, then the
+        workspace copied (as root inside the container, through directory descriptors, without
+        following links, :func:`envgym.sandbox._prepare.grading_copy`) into a fresh root-owned
+        folder the agent never saw, and pytest run over that copy with a fresh ``/tmp``."""
         self._check_open()
         ids = check_test_ids(test_ids)
         restore = check_restore(restore)
         seconds = command_timeout(self.limits, timeout)
-        entries = grading_path(self.workdir, pythonpath)
         started = time.perf_counter()
         self._kill_all()
+        canary_rel, canary_id, canary_source = canary(ids)
+        restore = {**restore, canary_rel: canary_source}
         private = f"/.grading-{secrets.token_hex(8)}"
-        report_dir = f"{private}/report"
+        copy, report_dir, tmp = f"{private}/workspace", f"{private}/report", f"{private}/tmp"
         uid = self._uid
         restore_names = {rel: f"{private}/restore/{i}" for i, rel in enumerate(sorted(restore))}
-        prepare_spec = {"restore": restore_names, "owner": [uid, uid]}
+        prepare_spec = {"src": self.workdir, "dst": copy, "restore": restore_names, "owner": [uid, uid]}
         grading_spec = {
-            "argv": pytest_argv(ids, f"{report_dir}/report.xml", self.workdir, per_test_timeout),
-            "path": entries,
+            "argv": pytest_argv([*ids, canary_id], f"{report_dir}/report.xml", copy, per_test_timeout),
+            "path": grading_path(copy, pythonpath),
         }
-        # Root-owned except report/, which only the grading run (as the sandbox user) writes.
+        # Root-owned except report/ and tmp/, which only the grading run (as the sandbox user) writes.
         files: list[tuple[str, bytes | None, int]] = [
             (private[1:], None, 0o711),
             (f"{private[1:]}/restore", None, 0o700),
@@ -439,6 +451,7 @@ class DockerSandbox(Sandbox):
         self._api.put_archive(self._id, "/", _tar(files, 0, 0))
         report_files = [
             (report_dir[1:], None, 0o700),
+            (tmp[1:], None, 0o700),
             (f"{report_dir[1:]}/wrapper.py", PYTEST_WRAPPER.encode(), 0o600),
             (f"{report_dir[1:]}/spec.json", json.dumps(grading_spec).encode(), 0o600),
         ]
@@ -446,19 +459,25 @@ class DockerSandbox(Sandbox):
         outcomes: dict[str, str] = {}
         report_ok = False
         code: int | None = None
+        timed_out = False
+        sink = OutputSink(self.limits.max_output_bytes)
         try:
             prep_code, _, prep_sink = self._exec(
-                ["/usr/bin/python3", "-I", f"{private}/prepare.py", self.workdir, f"{private}/prepare.json"],
+                ["/usr/bin/python3", "-I", f"{private}/prepare.py", "copy", f"{private}/prepare.json"],
                 user="0:0",
-                timeout=120,
+                timeout=150,
             )
+            if prep_code == 3:
+                why = prep_sink.text().strip()[-500:]
+                return PytestRun(None, {}, False, elapsed(started), "", untrusted=f"not gradable: {why}")
             if prep_code != 0:
-                raise NotAvailableError(f"preparing the workspace for grading failed: {prep_sink.text()[-1000:]}")
-            env = {**self._env, "PYTHONDONTWRITEBYTECODE": "1"}
+                raise NotAvailableError(f"copying the workspace for grading failed: {prep_sink.text()[-1000:]}")
+            env = {**self._env, **GRADING_ENV, "TMPDIR": tmp}
+            env.pop("PYTHONPATH", None)
             command = f"exec /usr/bin/python3 -I {report_dir}/wrapper.py {report_dir}/spec.json"
             cpu = max(self.limits.cpu_seconds, int(seconds) + 1)
             code, timed_out, sink = self._exec(
-                [*self._launcher(cpu), command], user=f"{uid}:{uid}", timeout=seconds, env=env
+                [*self._launcher(cpu), command], user=f"{uid}:{uid}", timeout=seconds, env=env, workdir=copy
             )
             from docker.errors import NotFound
 
@@ -470,17 +489,25 @@ class DockerSandbox(Sandbox):
                     if member is not None and member.isfile():
                         extracted = archive.extractfile(member)
                         assert extracted is not None
-                        outcomes = _parse(extracted.read(), ids)
-                        report_ok = outcomes is not None
-                        outcomes = outcomes or {}
+                        parsed = _parse(extracted.read(), [*ids, canary_id])
+                        report_ok = parsed is not None
+                        outcomes = parsed or {}
             except NotFound:
                 report_ok = False
         finally:
+            self._kill_all()
             self._exec(["/bin/rm", "-rf", private], user="0:0", timeout=60)
+        untrusted = ""
+        if report_ok and not timed_out:
+            code, outcomes, untrusted = judge_canary(code, outcomes, canary_id)
+        else:
+            outcomes.pop(canary_id, None)
         tail = sink.text()[-4000:]
         if timed_out:
             tail += f"\n[envgym: pytest killed at the {seconds:g} s timeout]"
-        return PytestRun(code, outcomes, report_ok, elapsed(started), tail)
+        if untrusted:
+            tail += f"\n[envgym: outcomes not trusted: {untrusted}]"
+        return PytestRun(code, outcomes, report_ok and not untrusted, elapsed(started), tail, untrusted)
 
     def __repr__(self) -> str:
         return f"DockerSandbox({'closed' if self.closed else self._id[:12]})"

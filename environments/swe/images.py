@@ -10,6 +10,11 @@
   layer that no process in the container can read (a readable ``/opt/src`` would hand the agent
   the original of the mutated file).
 
+* the bwrap sandboxes' system (:data:`envgym.sandbox.bwrap.DEFAULT_ROOTFS`): the base image's
+  root file system exported to a folder, so that a bwrap sandbox sees the same minimal Debian as
+  a container and nothing of the host's ``/usr`` (whose Python packages hold answers: Debian's
+  ``six.py`` is the gold patch of every ``six`` task).
+
 ``python -m envgym.environments.swe.images build [--library NAME] [--force]`` builds what is
 missing (existing images are kept unless ``--force``); scripts/setup.sh runs it after fetching the
 libraries. ``python -m envgym.environments.swe.images list`` shows what exists.
@@ -31,7 +36,7 @@ from pathlib import Path
 from envgym.environments.swe import libraries
 
 from envgym.errors import NotAvailableError
-from envgym.sandbox import DockerSandbox
+from envgym.sandbox import DEFAULT_ROOTFS, ROOTFS_ENV, DockerSandbox
 
 __all__ = [
     "BASE_IMAGE",
@@ -39,6 +44,7 @@ __all__ = [
     "build",
     "build_base",
     "build_library",
+    "build_rootfs",
     "image_exists",
     "library_image",
 ]
@@ -168,6 +174,56 @@ def build_library(lib: libraries.Library, *, force: bool = False) -> bool:
     return True
 
 
+def build_rootfs(*, force: bool = False) -> bool:
+    """Export :data:`BASE_IMAGE`'s file system to the bwrap sandboxes' root (``$ENVGYM_SANDBOX_ROOTFS``
+    or :data:`DEFAULT_ROOTFS`); True when made now. The folder appears whole or not at all (it is
+    unpacked next to its place and renamed)."""
+    chosen = os.environ.get(ROOTFS_ENV, DEFAULT_ROOTFS)
+    if chosen == "host":
+        return False
+    target = Path(chosen)
+    if not force and (target / "usr" / "bin" / "python3").exists():
+        log.info("%s exists: kept", target)
+        return False
+    if os.geteuid() != 0:
+        raise NotAvailableError("unpacking the sandbox root file system needs root: run scripts/setup.sh as root.")
+    if not image_exists(BASE_IMAGE):
+        build_base()
+    started = time.perf_counter()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    created = subprocess.run(
+        ["docker", "create", "--network", "none", BASE_IMAGE, "/bin/true"], capture_output=True, text=True, check=False
+    )
+    if created.returncode != 0:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise NotAvailableError(f"docker create {BASE_IMAGE} failed: {created.stderr[-2000:]}")
+    container = created.stdout.strip()
+    try:
+        export = subprocess.Popen(["docker", "export", container], stdout=subprocess.PIPE)
+        unpacked = subprocess.run(
+            ["tar", "-x", "--numeric-owner", "-C", str(staging)], stdin=export.stdout, capture_output=True, check=False
+        )
+        assert export.stdout is not None
+        export.stdout.close()
+        export.wait()
+        if export.returncode != 0 or unpacked.returncode != 0:
+            raise NotAvailableError(f"exporting {BASE_IMAGE} failed: {unpacked.stderr.decode(errors='replace')[-2000:]}")
+        os.chmod(staging, 0o755)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))
+            os.rename(target, old / "rootfs")
+            shutil.rmtree(old, ignore_errors=True)
+        os.rename(staging, target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    finally:
+        subprocess.run(["docker", "rm", "-f", container], capture_output=True, check=False)
+    log.info("unpacked %s to %s in %.1f s", BASE_IMAGE, target, time.perf_counter() - started)
+    return True
+
+
 def build(names: Sequence[str] | None = None, *, force: bool = False) -> list[str]:
     """Build the base and the library images that are missing; returns the images built now."""
     try:
@@ -177,6 +233,8 @@ def build(names: Sequence[str] | None = None, *, force: bool = False) -> list[st
     built: list[str] = []
     if build_base(force=force):
         built.append(BASE_IMAGE)
+    if build_rootfs(force=force):
+        built.append(os.environ.get(ROOTFS_ENV, DEFAULT_ROOTFS))
     chosen = libraries.LIBRARIES if not names else tuple(libraries.by_name(n) for n in names)
     for lib in chosen:
         if build_library(lib, force=force):

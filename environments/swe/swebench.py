@@ -171,6 +171,14 @@ def prepare(instance: SWEBenchInstance, repo: str | Path, dest: str | Path) -> W
                     restore[rel] = path.read_bytes()
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
+    # grading drops any __init__.py of a test folder that it does not restore (one the agent
+    # planted runs before the tests): the base commit's own ones are restored
+    for rel in list(restore):
+        name = rel.rsplit("/", 1)[-1]
+        if "/" in rel and name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")):
+            init = f"{rel.rsplit('/', 1)[0]}/__init__.py"
+            if (tree / init).is_file():
+                restore.setdefault(init, (tree / init).read_bytes())
     return Workspace(tree, restore, instance)
 
 
