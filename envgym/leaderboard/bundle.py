@@ -497,8 +497,9 @@ def _lines(data: bytes, limits: BundleLimits) -> Iterator[tuple[int, bytes]]:
             )
         start = 0
         if chunk:
+            scan = len(pending)  # the bytes before it hold no newline: search only the new ones
             pending += chunk
-            while (end := pending.find(b"\n", start)) >= 0:
+            while (end := pending.find(b"\n", max(start, scan))) >= 0:
                 line = bytes(pending[start:end])
                 start = end + 1
                 if line.strip():
