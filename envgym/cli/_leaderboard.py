@@ -2,10 +2,17 @@
 
 The leaderboard's modules (SQLAlchemy, FastAPI, uvicorn) load only when a subcommand needs them,
 so ``envgym --help`` stays fast and works without the ``leaderboard`` extra.
+
+Tokens for a server (``submit --url``, ``delete --url``) come from ``--token-file`` or
+``$ENVGYM_LEADERBOARD_TOKEN``; ``--token`` works too but warns, since any user of the machine
+sees a command line in ``ps``. Whatever a submitter wrote (agent and entry names) is printed
+through :func:`envgym.leaderboard.pages.plain`, so no terminal escape reaches the admin's screen.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import getpass
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -27,7 +34,7 @@ from envgym.cli._common import (
 from envgym.cli._options import DbOption, JsonOption, out_option
 from envgym.cli._tokens import token_app
 from envgym.leaderboard.bundle import BUNDLE_SUFFIX, make_bundle, read_bundle, write_bundle
-from envgym.leaderboard.pages import export_site
+from envgym.leaderboard.pages import export_site, plain
 from envgym.leaderboard.verify import VerifyConfig, verify_bundle
 
 __all__ = ["leaderboard_app"]
@@ -44,6 +51,56 @@ leaderboard_app = typer.Typer(
 leaderboard_app.add_typer(token_app, name="token")
 
 ReplayWorkersOption = Annotated[int, typer.Option("--workers", help="Processes replaying a bundle's episodes.")]
+TOKEN_ENV = "ENVGYM_LEADERBOARD_TOKEN"
+ServerUrlOption = Annotated[
+    str | None,
+    typer.Option("--url", help="A leaderboard server (http://127.0.0.1:8000) to act on instead of a local --db."),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=TOKEN_ENV,
+        help=f"Token for the server (or ${TOKEN_ENV}, or --token-file; on the command line it shows in `ps`).",
+        show_default=False,
+    ),
+]
+TokenFileOption = Annotated[
+    Path | None,
+    typer.Option("--token-file", help="File holding the token for the server (first line).", show_default=False),
+]
+
+
+def _cell(value: Any) -> str:
+    """A submitter's text for a rich table cell: no control characters, no rich markup."""
+    return escape(plain(value, newlines=False))
+
+
+def _on_command_line(ctx: typer.Context, name: str) -> bool:
+    # By name: Typer carries its own copy of click, whose ParameterSource is another enum.
+    return getattr(ctx.get_parameter_source(name), "name", None) == "COMMANDLINE"
+
+
+def _token(ctx: typer.Context, token: str | None, token_file: Path | None) -> str | None:
+    """The token from --token-file, $ENVGYM_LEADERBOARD_TOKEN or --token (which warns)."""
+    if token_file is not None:
+        if _on_command_line(ctx, "token"):
+            fail("give the token once: --token-file or --token, not both.", EXIT_USAGE)
+        try:
+            text = token_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            fail(f"--token-file {str(token_file)!r} could not be read ({err}); it holds the token on its first line.",
+                 EXIT_USAGE)  # fmt: skip
+        found = text.strip().splitlines()[0].strip() if text.strip() else ""
+        if not found:
+            fail(f"--token-file {str(token_file)!r} is empty; it holds the token on its first line.", EXIT_USAGE)
+        return found
+    if token and _on_command_line(ctx, "token"):
+        err_console().print(
+            f"warning: a token on the command line is visible to every user of this machine (ps); "
+            f"use --token-file FILE or ${TOKEN_ENV} instead."
+        )
+    return token or None
 
 
 def _store(db: str | None) -> Any:
@@ -53,14 +110,14 @@ def _store(db: str | None) -> Any:
 
 
 def _print_scores(title: str, scores: dict[str, Any]) -> None:
-    table = Table(title=title, title_justify="left", title_style="bold")
+    table = Table(title=_cell(title), title_justify="left", title_style="bold")
     for column in ("entry", "environment", "success", "95% CI", "mean reward", "scored", "infra"):
         table.add_column(column, justify="left" if column in ("entry", "environment") else "right")
     for e in scores["entries"]:
         ci = "-" if e["ci_low"] is None else f"{e['ci_low']:.3f}-{e['ci_high']:.3f}"
         table.add_row(
-            escape(e["entry"]),
-            escape(e["env_id"]),
+            _cell(e["entry"]),
+            _cell(e["env_id"]),
             fmt_float(e["success_rate"]),
             ci,
             fmt_float(e["mean_reward"]),
@@ -81,6 +138,7 @@ def _print_scores(title: str, scores: dict[str, Any]) -> None:
 @leaderboard_app.command("submit")
 @handle_errors
 def submit_command(
+    ctx: typer.Context,
     run: Annotated[
         Path,
         typer.Argument(help="A bench run folder (envgym bench run --out DIR), or a bundle file.", show_default=False),
@@ -94,18 +152,9 @@ def submit_command(
     ] = None,
     out: Annotated[Path | None, out_option("Bundle file to write (default: RUN/submission.envgym.jsonl.gz).")] = None,
     db: DbOption = None,
-    url: Annotated[
-        str | None, typer.Option("--url", help="A leaderboard server to upload to (http://127.0.0.1:8000).")
-    ] = None,
-    token: Annotated[
-        str | None,
-        typer.Option(
-            "--token",
-            envvar="ENVGYM_LEADERBOARD_TOKEN",
-            help="Upload token for a server started with --require-token (or $ENVGYM_LEADERBOARD_TOKEN).",
-            show_default=False,
-        ),
-    ] = None,
+    url: ServerUrlOption = None,
+    token: TokenOption = None,
+    token_file: TokenFileOption = None,
     text_cap: Annotated[
         int, typer.Option("--text-cap", help="Characters kept of each observation and completion.")
     ] = 2000,
@@ -120,6 +169,7 @@ def submit_command(
     """
     if db is not None and url is not None:
         fail("give --db (store here) or --url (upload to a server), not both.", EXIT_USAGE)
+    token = _token(ctx, token, token_file) if url is not None else None
     metadata = parse_kwargs(meta, flag="--meta")
     if Path(run).is_file():  # an existing bundle: store or upload it as it is
         if name is not None or metadata or out is not None:
@@ -149,14 +199,15 @@ def submit_command(
             else:
                 note = (
                     f"already stored as submission {stored['id']} in {store.url} (same content hash "
-                    f"{bundle.content_hash[:12]}, submitted {stored['submitted_at']}); not added again"
+                    f"{bundle.content_hash[:12]}, submitted {stored['submitted_at']}"
+                    f"{', hidden by a moderator' if stored.get('hidden') else ''}); not added again"
                 )
-            err_console().print(note)
+            err_console().print(escape(note))
             _print_scores(f"{stored['agent_name']} on {stored['suite_id']}", scores)
     elif url is not None:
         result.update(_upload(path, url, token))
         if not as_json:
-            err_console().print(f"{result['status']}: submission {result['submission']['id']} at {url}")
+            err_console().print(_cell(f"{result['status']}: submission {result['submission']['id']} at {url}"))
     if as_json:
         echo_json(result)
 
@@ -179,7 +230,10 @@ def _upload(path: Path, url: str, token: str | None = None) -> dict[str, Any]:
     except ValueError:
         data = {"reason": response.text[:500]}
     if response.status_code >= 400:
-        fail(f"the server refused the bundle ({response.status_code}): {data.get('reason', data)}", EXIT_FAILED)
+        reason = plain(data.get("reason", data) if isinstance(data, dict) else data, newlines=False)
+        retry = response.headers.get("retry-after")
+        later = f" (retry after {plain(retry)} s)" if retry else ""
+        fail(f"the server refused the bundle ({response.status_code}): {reason}{later}", EXIT_FAILED)
     return data
 
 
@@ -212,7 +266,8 @@ def list_command(
         suites = [s["id"] for s in store.suites()]
         if suite is not None:
             if suite not in suites:
-                fail(f"no submissions for suite {suite!r}; suites with submissions: {', '.join(suites) or 'none'}.")
+                listed = ", ".join(plain(s, newlines=False) for s in suites) or "none"
+                fail(f"no submissions for suite {plain(suite)!r}; suites with submissions: {listed}.")
             suites = [suite]
         boards = {s: store.leaderboard(s) for s in suites}
     if as_json:
@@ -222,17 +277,79 @@ def list_command(
         err_console().print("no submissions yet (envgym leaderboard submit RUN --db ...)")
     for suite_id, board in boards.items():
         entries = [e["entry"] for e in board[0]["entries"]]
-        table = Table(title=suite_id, title_justify="left", title_style="bold")
+        table = Table(title=_cell(suite_id), title_justify="left", title_style="bold")
         for column in ("#", "agent", "success", "95% CI", "mean reward", *entries, "infra", "id"):
-            table.add_column(escape(column), justify="left" if column == "agent" else "right")
+            table.add_column(_cell(column), justify="left" if column == "agent" else "right")
         for b in board:
             per = {e["entry"]: e["success_rate"] for e in b["entries"]}
             ci = "-" if b["ci_low"] is None else f"{b['ci_low']:.3f}-{b['ci_high']:.3f}"
             table.add_row(
-                str(b["rank"]), escape(b["agent_name"]), fmt_float(b["success_rate"]), ci,
+                str(b["rank"]), _cell(b["agent_name"]), fmt_float(b["success_rate"]), ci,
                 fmt_float(b["mean_reward"]), *(fmt_float(per.get(e)) for e in entries), str(b["infra"]), str(b["id"]),
             )  # fmt: skip
         out_console().print(table)
+
+
+@leaderboard_app.command("delete")
+@handle_errors
+def delete_command(
+    ctx: typer.Context,
+    submission_id: Annotated[int, typer.Argument(metavar="ID", help="The submission's id (see `list`).", min=0)],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is deleted (kept in the audit).")],
+    db: DbOption = None,
+    url: ServerUrlOption = None,
+    token: TokenOption = None,
+    token_file: TokenFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete a submission with its scores and episodes, and write an audit row.
+
+    With --db the database is changed directly (the audit names you as local:USER); with --url the
+    server does it (DELETE /api/submissions/ID) for an admin token (--token-file or
+    $ENVGYM_LEADERBOARD_TOKEN). To take an entry off the board but keep it, hide it instead
+    (POST /api/submissions/ID/hide).
+    """
+    if db is not None and url is not None:
+        fail("give --db (delete here) or --url (delete on a server), not both.", EXIT_USAGE)
+    if not reason.strip() or len(reason) > 1000:
+        fail(f"--reason must be 1 to 1000 characters (the audit keeps it), got {reason!r:.80}.", EXIT_USAGE)
+    if url is not None:
+        audit = _delete_remote(url, submission_id, reason.strip(), _token(ctx, token, token_file))
+    else:
+        with _store(db) as store:
+            audit = store.delete(submission_id, reason=reason.strip(), by=f"local:{getpass.getuser()}")
+            where = store.url
+        if audit is None:
+            fail(f"no submission {submission_id} in {where}; `envgym leaderboard list` shows the ids.", EXIT_FAILED)
+    if as_json:
+        echo_json({"submission_id": submission_id, "deleted": True, "audit": audit})
+        return
+    subject = audit.get("subject", "")
+    err_console().print(_cell(f"deleted submission {submission_id} ({subject}); audit row {audit['id']}"))
+
+
+def _delete_remote(url: str, submission_id: int, reason: str, token: str | None) -> dict[str, Any]:
+    try:
+        import httpx
+    except ImportError:
+        fail("talking to a server needs httpx: pip install 'envgym[leaderboard]'", EXIT_FAILED)
+    if not token:
+        fail(f"deleting on a server needs an admin token: --token-file FILE or ${TOKEN_ENV}.", EXIT_USAGE)
+    endpoint = f"{url.rstrip('/')}/api/submissions/{submission_id}"
+    try:
+        response = httpx.request(
+            "DELETE", endpoint, json={"reason": reason}, headers={"Authorization": f"Bearer {token}"}, timeout=60
+        )
+    except httpx.HTTPError as err:
+        fail(f"could not reach {endpoint}: {err}", EXIT_FAILED)
+    try:
+        data = response.json()
+    except ValueError:
+        data = {"reason": response.text[:500]}
+    if response.status_code >= 400:
+        reason_text = plain(data.get("reason", data) if isinstance(data, dict) else data, newlines=False)
+        fail(f"the server refused the delete ({response.status_code}): {reason_text}", EXIT_FAILED)
+    return dict(data.get("audit") or {})
 
 
 @leaderboard_app.command("serve")
@@ -255,23 +372,110 @@ def serve_command(
             "--uploads-per-minute", min=1, help="Uploads accepted per token in any 60 s (per server process)."
         ),
     ] = 30,
+    anonymous_uploads_per_minute: Annotated[
+        int,
+        typer.Option(
+            "--anonymous-uploads-per-minute",
+            min=1,
+            help="Uploads without a token accepted per client address in any 60 s (per server process).",
+        ),
+    ] = 20,
+    verify_workers: Annotated[
+        int, typer.Option("--verify-workers", min=1, help="Uploads verified at the same time (a process each).")
+    ] = 2,
+    verify_queue: Annotated[
+        int,
+        typer.Option("--verify-queue", min=0, help="Uploads that may wait for a verify worker (503 beyond)."),
+    ] = 16,
+    verify_timeout: Annotated[
+        float | None,
+        typer.Option(
+            "--verify-timeout",
+            help="Wall-clock seconds one upload's replay may take (422 beyond); its process is killed a minute "
+            "later. Default: the verifier's budget.",
+            show_default=False,
+        ),
+    ] = None,
+    verify_memory_mb: Annotated[
+        int,
+        typer.Option(
+            "--verify-memory-mb", min=0, help="Writable memory (MiB) of each process verifying an upload; 0: no limit."
+        ),
+    ] = 2048,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A host name clients use for this board (besides 127.0.0.1 and localhost); repeatable; '*': any.",
+        ),
+    ] = None,
+    allow_anonymous_sandboxed: Annotated[
+        bool,
+        typer.Option(
+            "--allow-anonymous-sandboxed",
+            help="Take uploads without a token for suites whose replay runs agent commands in a sandbox (SWE).",
+        ),
+    ] = False,
+    openapi: Annotated[
+        bool, typer.Option("--openapi", help="Serve the OpenAPI schema at /api/openapi.json (no Swagger page).")
+    ] = False,
 ) -> None:
-    """Serve the leaderboard (pages, JSON API and uploads) with uvicorn."""
+    """Serve the leaderboard (pages, JSON API and uploads) with uvicorn.
+
+    Uploads are verified in their own processes (--verify-workers at a time, --verify-queue
+    waiting), never in the threads that serve pages. Beyond loopback, serve with --require-token
+    and name the host clients use with --allowed-host.
+    """
     try:
         import uvicorn
     except ImportError:
         fail("serving needs uvicorn: pip install 'envgym[leaderboard]'", EXIT_FAILED)
-    from envgym.leaderboard.app import create_app
+    from envgym.leaderboard.app import PoolConfig, beyond_loopback, create_app
+
     if max_upload_mb <= 0:
         fail(f"--max-upload-mb must be positive, got {max_upload_mb!r}.", EXIT_USAGE)
+    hosts = list(allowed_host or [])
+    if beyond_loopback(host):
+        wildcard = host.strip("[]") in ("0.0.0.0", "::", "")
+        if not wildcard:
+            hosts.append(host)  # the address it listens on is a name clients use
+        if not require_token:
+            err_console().print(
+                f"[bold yellow]warning:[/] serving on {escape(host)}, beyond this machine, without "
+                "--require-token: anyone who reaches it can upload bundles (each costs verification time)."
+            )
+        if wildcard and not allowed_host:
+            err_console().print(
+                f"[bold yellow]note:[/] requests must name 127.0.0.1 or localhost as their host; add the names "
+                "clients use with --allowed-host NAME (DNS rebinding protection)."
+            )
+    if verify_timeout is not None and not 0 < verify_timeout < float("inf"):
+        fail(f"--verify-timeout must be a positive number of seconds, got {verify_timeout!r}.", EXIT_USAGE)
+    config = VerifyConfig(workers=workers)
+    if verify_timeout is not None and hasattr(config, "budget_s"):
+        limits = {"budget_s": verify_timeout}
+        if getattr(config, "episode_timeout_s", 0) > verify_timeout:
+            limits["episode_timeout_s"] = verify_timeout
+        config = dataclasses.replace(config, **limits)
+    budget = getattr(config, "budget_s", None) or verify_timeout or 600.0
     app = create_app(
         db,
         max_upload_bytes=int(max_upload_mb * 1024 * 1024),
-        verify_config=VerifyConfig(workers=workers),
+        verify_config=config,
         require_token=require_token,
         uploads_per_minute=uploads_per_minute,
+        anonymous_uploads_per_minute=anonymous_uploads_per_minute,
+        pool=PoolConfig(
+            workers=verify_workers,
+            queue=verify_queue,
+            timeout_s=float(budget) + 60.0,  # reading and storing, past the replay's own budget
+            memory_mb=verify_memory_mb or None,
+        ),
+        allowed_hosts=hosts,
+        allow_anonymous_sandboxed=allow_anonymous_sandboxed,
+        openapi=openapi,
     )
-    err_console().print(f"envgym leaderboard on http://{host}:{port} (database {app.state.store.url})")
+    err_console().print(f"envgym leaderboard on http://{host}:{port} (database {escape(app.state.store.url)})")
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

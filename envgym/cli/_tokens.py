@@ -2,20 +2,26 @@
 
 A token is shown once, when it is made: the database keeps its sha256 only. Submitter tokens
 upload (``envgym leaderboard serve --require-token`` turns anonymous uploads away); admin tokens
-also hide and unhide entries and read the audit. Revoking a token keeps its name taken, so the
-audit and the submissions it names stay unambiguous.
+also hide, unhide and delete entries and read the audit. Revoking a token keeps its name taken, so
+the audit and the submissions it names stay unambiguous.
+
+``create --out FILE`` writes the token into a new file readable by its owner only (mode 0600)
+instead of stdout; clients read it back with ``--token-file FILE`` (a token given as ``--token``
+on a command line is visible to every user of the machine in ``ps``).
 """
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
-from envgym.cli._common import EXIT_FAILED, echo_json, err_console, fail, handle_errors, out_console
-from envgym.cli._options import DbOption, JsonOption
+from envgym.cli._common import EXIT_FAILED, EXIT_USAGE, echo_json, err_console, fail, handle_errors, out_console
+from envgym.cli._options import DbOption, JsonOption, out_option
 
 __all__ = ["token_app"]
 
@@ -47,17 +53,38 @@ def create_command(
         bool, typer.Option("--admin", help="An admin token: may also hide and unhide entries and read the audit.")
     ] = False,
     db: DbOption = None,
+    out: Annotated[
+        Path | None, out_option("New file to write the token into (mode 0600) instead of printing it.")
+    ] = None,
 ) -> None:
-    """Make a token and print it on stdout, once: only its hash is stored."""
+    """Make a token and print it on stdout (or write it to --out), once: only its hash is stored."""
     role = "admin" if admin else "submitter"
+    if out is not None and (out.exists() or out.is_symlink()):
+        fail(f"{out} exists; --out writes a new file only (so no token is written where others can read it).",
+             EXIT_USAGE)  # fmt: skip
     with _store(db) as store:
         token = store.create_token(name, role=role)
         url = store.url
+    if out is not None:
+        _write_private(out, token)
+        err_console().print(
+            f"{role} token {escape(name)!r} for {escape(url)} written to {escape(str(out))} (mode 0600); "
+            "give it to clients as --token-file (the database keeps only its hash)."
+        )
+        return
     typer.echo(token)  # alone on stdout: TOKEN=$(envgym leaderboard token create NAME)
     err_console().print(
         f"{role} token {escape(name)!r} for {escape(url)}: copy it now, it will not be shown again "
         "(the database keeps only its hash)."
     )
+
+
+def _write_private(path: Path, token: str) -> None:
+    """Write ``token`` into the new file ``path``, readable and writable by its owner only."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as file:
+        file.write(token + "\n")
 
 
 @token_app.command("list")

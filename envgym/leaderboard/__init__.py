@@ -6,7 +6,9 @@ gzip JSON Lines file with a manifest and every episode's actions and claimed rew
 same environment version and any mismatch rejects the bundle), **scored** from the replayed
 values (:mod:`~envgym.leaderboard.scores`), **stored** (:mod:`~envgym.leaderboard.store`,
 SQLAlchemy: SQLite by default, PostgreSQL by URL) and **shown** (:mod:`~envgym.leaderboard.app`,
-FastAPI; also a static HTML export).
+FastAPI; also a static HTML export). A server verifies uploads in a bounded pool of child
+processes with a queue, a deadline and a memory limit each (:mod:`~envgym.leaderboard.intake`),
+never in the threads that serve pages.
 
 Names load on first use: ``import envgym.leaderboard`` imports neither SQLAlchemy nor FastAPI.
 """
@@ -49,8 +51,9 @@ __getattr__, __dir__, __all__ = lazy_exports(
             "Store",
             "default_url",
         ),
+        "intake": ("PoolConfig",),
         "app": ("create_app",),
-        "pages": ("export_site",),
+        "pages": ("export_site", "plain"),
     },
 )
 
@@ -65,7 +68,8 @@ if TYPE_CHECKING:  # pragma: no cover
         read_bundle,
         write_bundle,
     )
-    from envgym.leaderboard.pages import export_site
+    from envgym.leaderboard.intake import PoolConfig
+    from envgym.leaderboard.pages import export_site, plain
     from envgym.leaderboard.scores import Scores, compute_scores
     from envgym.leaderboard.store import Store, default_url
     from envgym.leaderboard.suites import find_suite, installed_suites

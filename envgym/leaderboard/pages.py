@@ -12,6 +12,11 @@ the page: the path itself on the server, a relative ``.html`` file in an export 
 The export (:func:`export_site`) writes every page, the JSON API as static files (the same
 documents the server answers) and the stylesheet and script once under ``static/`` (pages link
 them instead of inlining them, which keeps a site of hundreds of episode pages small).
+
+Everything a submitter wrote (agent names, metadata, observations, actions...) passes through
+:func:`plain` before it is shown, here and in the terminal (``envgym leaderboard list``): control
+characters, terminal escapes, bidirectional overrides and lone surrogates become visible ``\\xNN``
+/ ``\\uNNNN`` text instead of acting on the reader's screen.
 """
 
 from __future__ import annotations
@@ -28,13 +33,36 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["episode_page", "export_file", "export_site", "index_page", "submission_page", "suite_page"]
+__all__ = ["episode_page", "export_file", "export_site", "index_page", "plain", "submission_page", "suite_page"]
 
 Href = Callable[[str], str]
 
+# C0 controls but tab and newline, DEL and C1 controls (ESC, CSI...), the bidirectional marks,
+# embeddings, overrides and isolates, line/paragraph separators, and lone surrogates (which cannot
+# even be encoded as UTF-8).
+_CONTROLS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff"
+_UNSAFE = re.compile(f"[{_CONTROLS}]")
+_UNSAFE_ONE_LINE = re.compile(f"[\t\n{_CONTROLS}]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def plain(value: Any, *, newlines: bool = True) -> str:
+    """``value`` as text that cannot act on a screen: control characters (terminal escapes
+    included), bidirectional overrides and lone surrogates are written as ``\\xNN`` or ``\\uNNNN``.
+
+    Tab and newline are kept when ``newlines`` (observations in a page), escaped too otherwise (a
+    name in a table cell of a terminal). ``None`` is the empty string.
+    """
+    text = "" if value is None else str(value)
+    return (_UNSAFE if newlines else _UNSAFE_ONE_LINE).sub(_visible, text)
+
 
 def _esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
+    return html.escape(plain(value), quote=True)
 
 
 @cache

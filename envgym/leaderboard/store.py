@@ -14,9 +14,15 @@ the name of the upload token, ``hidden`` takes it off the board), ``entry_scores
 submission and suite entry), ``episodes`` (one row per episode, with the capped turn-by-turn
 record the viewer shows; one row per agent of a multi-agent episode, ``agent`` holding its id, empty
 for a single-agent one), ``tokens`` (upload and admin tokens: a name, a role and the sha256 of
-the token, never the token itself) and ``audit`` (one row per hide or unhide: who, when, why).
-A database made before ``submitter`` and ``hidden`` existed gains the two columns when opened; one
-made before ``episodes.agent`` existed gains it, its episodes keyed by (entry, seed, trial, agent).
+the token, never the token itself) and ``audit`` (one row per hide, unhide or delete: who, when,
+why, and what, since a deleted submission's row is gone). A database made before ``submitter`` and
+``hidden`` existed gains the two columns when opened (and ``audit.subject`` likewise); one made
+before ``episodes.agent`` existed gains it, its episodes keyed by (entry, seed, trial, agent).
+
+Large columns stay out of lists: the board, the suite index and an entry's episode list read only
+the small columns (``agent_metadata``, ``manifest`` and each episode's ``record`` are deferred and
+may not load), so one submission with huge metadata or turns never slows the pages that list it.
+The manifest is kept without the agent's metadata, which its own column holds.
 
 Concurrent writers: every write is one transaction and the unique constraints decide races (the
 loser of a race on the same hash rolls back and reports the winner's row). SQLite runs in WAL
@@ -49,6 +55,7 @@ try:
         String,
         UniqueConstraint,
         create_engine,
+        delete,
         event,
         false,
         func,
@@ -58,7 +65,7 @@ try:
     )
     from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, IntegrityError
-    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, defer, mapped_column, relationship, selectinload
     from sqlalchemy.schema import CreateColumn
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("sqlalchemy", "leaderboard", "The leaderboard store") from err
@@ -209,10 +216,14 @@ class AuditRow(_Base):
     reason: Mapped[str] = mapped_column(String(1000))
     token_name: Mapped[str] = mapped_column(String(100))
     at: Mapped[str] = mapped_column(String(40))
+    # Added with deletes: what the action applied to (agent, suite, content hash).
+    subject: Mapped[str] = mapped_column(String(400), default="", server_default="")
 
 
-#: Columns added to ``submissions`` after its first release (added by :meth:`Store._migrate`).
-_ADDED_COLUMNS = ("submitter", "hidden")
+#: Columns added after a table's first release (added by :meth:`Store._migrate`).
+_ADDED_COLUMNS = {"submissions": ("submitter", "hidden"), "audit": ("subject",)}
+#: Longest ``subject`` kept in an audit row.
+_MAX_SUBJECT = 400
 
 
 def _token_dict(row: TokenRow) -> dict[str, Any]:
@@ -227,10 +238,22 @@ def _audit_dict(row: AuditRow) -> dict[str, Any]:
         "reason": row.reason,
         "token_name": row.token_name,
         "at": row.at,
+        "subject": row.subject or "",
     }
 
 
-def _submission_dict(row: SubmissionRow, *, entries: bool = True) -> dict[str, Any]:
+def _subject(row: SubmissionRow) -> str:
+    """What an audit row is about: the agent, the suite and the content hash (bounded)."""
+    agent = row.agent_name if len(row.agent_name) <= 200 else row.agent_name[:199] + "\u2026"
+    return f"{agent!r} on {row.suite_id}, content hash {row.content_hash}"[:_MAX_SUBJECT]
+
+
+#: The submission columns a list reads (everything but the large JSON documents).
+_LIST_DEFERRED = ("agent_metadata", "manifest")
+
+
+def _submission_dict(row: SubmissionRow, *, entries: bool = True, metadata: bool = True) -> dict[str, Any]:
+    """A submission as the API shows it; ``metadata=False`` for lists (the column is not loaded)."""
     data = {
         "id": row.id,
         "content_hash": row.content_hash,
@@ -239,7 +262,6 @@ def _submission_dict(row: SubmissionRow, *, entries: bool = True) -> dict[str, A
         "suite_version": row.suite_version,
         "agent_name": row.agent_name,
         "agent_spec": row.agent_spec,
-        "agent_metadata": row.agent_metadata,
         "created": row.created,
         "submitted_at": row.submitted_at,
         "envgym_version": row.envgym_version,
@@ -257,6 +279,8 @@ def _submission_dict(row: SubmissionRow, *, entries: bool = True) -> dict[str, A
         "submitter": row.submitter,
         "hidden": bool(row.hidden),
     }
+    if metadata:
+        data["agent_metadata"] = row.agent_metadata
     if entries:
         data["entries"] = [
             {
@@ -299,6 +323,15 @@ def _episode_dict(row: EpisodeRow, *, record: bool) -> dict[str, Any]:
         if "final_screenshot" in row.record:
             data["final_screenshot"] = row.record["final_screenshot"]
     return data
+
+
+def _list_options() -> list[Any]:
+    """Query options of a list of submissions: the large columns stay in the database (reading
+    one raises instead of loading it), the per-entry scores come in one more query."""
+    return [
+        *(defer(getattr(SubmissionRow, c), raiseload=True) for c in _LIST_DEFERRED),
+        selectinload(SubmissionRow.entry_scores),
+    ]
 
 
 def _rank_key(item: dict[str, Any]) -> tuple[Any, ...]:
@@ -347,18 +380,19 @@ class Store:
             self._migrate()
 
     def _migrate(self) -> None:
-        """Add the columns :data:`_ADDED_COLUMNS` to a ``submissions`` table made without them."""
-        table = SubmissionRow.__table__
+        """Add the columns :data:`_ADDED_COLUMNS` to tables made without them."""
         with self.engine.connect() as connection:
             connection.execution_options(envgym_write=True)  # SQLite: one migrating process at a time
             with connection.begin():
-                present = {c["name"] for c in inspect(connection).get_columns(table.name)}
-                for name in _ADDED_COLUMNS:
-                    if name in present:
-                        continue
-                    column = CreateColumn(table.c[name]).compile(dialect=self.engine.dialect)
-                    guard = "" if self._sqlite else "IF NOT EXISTS "  # PostgreSQL: a concurrent start
-                    connection.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {guard}{column}")
+                for table_name, added in _ADDED_COLUMNS.items():
+                    table = _Base.metadata.tables[table_name]
+                    present = {c["name"] for c in inspect(connection).get_columns(table_name)}
+                    for name in added:
+                        if name in present:
+                            continue
+                        column = CreateColumn(table.c[name]).compile(dialect=self.engine.dialect)
+                        guard = "" if self._sqlite else "IF NOT EXISTS "  # PostgreSQL: a concurrent start
+                        connection.exec_driver_sql(f"ALTER TABLE {table_name} ADD COLUMN {guard}{column}")
                 if "agent" not in {c["name"] for c in inspect(connection).get_columns(EpisodeRow.__tablename__)}:
                     self._migrate_episodes(connection)
 
@@ -423,8 +457,8 @@ class Store:
     def find(self, content_hash: str) -> dict[str, Any] | None:
         """The submission with ``content_hash`` (hidden or not: the hash stays taken), or ``None``."""
         with self._session() as session:
-            row = session.scalar(select(SubmissionRow).where(SubmissionRow.content_hash == content_hash))
-            return _submission_dict(row) if row is not None else None
+            found = session.scalar(select(SubmissionRow.id).where(SubmissionRow.content_hash == content_hash))
+        return self.submission(found, include_hidden=True) if found is not None else None
 
     def add(
         self, verified: Verified, *, bundle_size: int | None = None, submitter: str | None = None
@@ -452,7 +486,11 @@ class Store:
             agent_name=manifest["agent"]["name"],
             agent_spec=manifest["agent"]["spec"],
             agent_metadata=dict(manifest["agent"].get("metadata") or {}),
-            manifest={k: v for k, v in manifest.items() if k != "suite_spec"},
+            # Without the suite copy and the agent's metadata (its own column): nothing kept twice.
+            manifest={
+                **{k: v for k, v in manifest.items() if k not in ("suite_spec", "agent")},
+                "agent": {k: v for k, v in manifest["agent"].items() if k != "metadata"},
+            },
             created=str(manifest.get("created", "")),
             submitted_at=utc_timestamp("seconds"),
             envgym_version=str(manifest.get("envgym_version", "")),
@@ -531,15 +569,35 @@ class Store:
                 raise
             return existing, False
 
-    def delete(self, submission_id: int) -> bool:
-        """Remove a submission with its scores and episodes; ``False`` when there was none."""
+    def delete(self, submission_id: int, *, reason: str = "", by: str = "local") -> dict[str, Any] | None:
+        """Remove a submission with its scores and episodes and write the audit row, in one
+        transaction.
+
+        ``by`` names who deleted it (a token's name, or ``local:<user>`` from the command line);
+        the audit row's ``subject`` keeps what was deleted (agent, suite, content hash), since the
+        submission's own row is gone. Returns the audit row, or ``None`` when there was no
+        submission ``submission_id``.
+        """
         with self._session(write=True) as session, session.begin():
-            row = session.get(SubmissionRow, submission_id)
+            row = session.get(
+                SubmissionRow, submission_id, options=[defer(getattr(SubmissionRow, c)) for c in _LIST_DEFERRED]
+            )
             if row is None:
-                return False
-            session.query(EpisodeRow).filter(EpisodeRow.submission_id == submission_id).delete()
-            session.delete(row)
-            return True
+                return None
+            audit = AuditRow(
+                submission_id=submission_id,
+                action="delete",
+                reason=reason[:1000],
+                token_name=by[:100],
+                at=utc_timestamp("seconds"),
+                subject=_subject(row),
+            )
+            session.execute(delete(EpisodeRow).where(EpisodeRow.submission_id == submission_id))
+            session.execute(delete(EntryScoreRow).where(EntryScoreRow.submission_id == submission_id))
+            session.execute(delete(SubmissionRow).where(SubmissionRow.id == submission_id))
+            session.add(audit)
+            session.flush()
+            return _audit_dict(audit)
 
     # -- reading -----------------------------------------------------------------------------------
     def count(self, *, include_hidden: bool = False) -> int:
@@ -580,28 +638,35 @@ class Store:
         ``rank`` and per-entry scores."""
         with self._session() as session:
             rows = session.scalars(
-                select(SubmissionRow).where(SubmissionRow.suite_id == suite_id, SubmissionRow.hidden == false())
+                select(SubmissionRow)
+                .where(SubmissionRow.suite_id == suite_id, SubmissionRow.hidden == false())
+                .options(*_list_options())
             ).all()
-            items = [_submission_dict(r) for r in rows]
+            items = [_submission_dict(r, metadata=False) for r in rows]
         items.sort(key=_rank_key)
         for rank, item in enumerate(items, start=1):
             item["rank"] = rank
         return items
 
-    def submission(self, submission_id: int, *, include_hidden: bool = False) -> dict[str, Any] | None:
+    def submission(
+        self, submission_id: int, *, include_hidden: bool = False, metadata: bool = True
+    ) -> dict[str, Any] | None:
         """One submission with its per-entry scores, or ``None`` (also when hidden, unless
-        ``include_hidden``)."""
+        ``include_hidden``). ``metadata=False`` leaves out (and does not read) the agent metadata."""
         with self._session() as session:
-            row = session.get(SubmissionRow, submission_id)
+            row = session.get(SubmissionRow, submission_id, options=None if metadata else _list_options())
             if row is None or (row.hidden and not include_hidden):
                 return None
-            return _submission_dict(row)
+            return _submission_dict(row, metadata=metadata)
 
     def episodes(self, submission_id: int) -> list[dict[str, Any]]:
-        """The episodes of a submission (without their turns), in bundle order."""
+        """The episodes of a submission (without their turns: the record is not even read), in bundle order."""
         with self._session() as session:
             rows = session.scalars(
-                select(EpisodeRow).where(EpisodeRow.submission_id == submission_id).order_by(EpisodeRow.ordinal)
+                select(EpisodeRow)
+                .where(EpisodeRow.submission_id == submission_id)
+                .options(defer(EpisodeRow.record, raiseload=True))
+                .order_by(EpisodeRow.ordinal)
             ).all()
             return [_episode_dict(r, record=False) for r in rows]
 
@@ -679,7 +744,9 @@ class Store:
         submission leaves the board, the listings and its pages but stays in the database.
         """
         with self._session(write=True) as session, session.begin():
-            row = session.get(SubmissionRow, submission_id)
+            row = session.get(
+                SubmissionRow, submission_id, options=[defer(getattr(SubmissionRow, c)) for c in _LIST_DEFERRED]
+            )
             if row is None:
                 return None
             row.hidden = hidden
@@ -689,12 +756,13 @@ class Store:
                 reason=reason,
                 token_name=by,
                 at=utc_timestamp("seconds"),
+                subject=_subject(row),
             )
             session.add(audit)
             session.flush()
             return _audit_dict(audit)
 
     def audit(self) -> list[dict[str, Any]]:
-        """Every hide and unhide, oldest first."""
+        """Every hide, unhide and delete, oldest first."""
         with self._session() as session:
             return [_audit_dict(r) for r in session.scalars(select(AuditRow).order_by(AuditRow.id)).all()]

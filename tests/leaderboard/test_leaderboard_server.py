@@ -37,7 +37,10 @@ def db_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(db_file: Path, suite_dir: Path) -> Iterator[Server]:
-    srv = Server(db_file, suite_dir, "--max-upload-mb", "0.25")
+    # 50 uploads at once from one address: room in the verify queue and the anonymous window.
+    srv = Server(
+        db_file, suite_dir, "--max-upload-mb", "0.25", "--verify-queue", "64", "--anonymous-uploads-per-minute", "1000"
+    )
     yield srv
     srv.stop()
 
@@ -131,7 +134,7 @@ def test_oversized_uploads_get_413_and_store_nothing(server: Server) -> None:
     # answers 413 once it has read past the limit, while the client has not finished sending.
     with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
         sock.sendall(
-            b"POST /api/submissions HTTP/1.1\r\nHost: x\r\nContent-Type: application/gzip\r\n"
+            b"POST /api/submissions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/gzip\r\n"
             b"Transfer-Encoding: chunked\r\n\r\n"
         )
         chunk = b"x" * 65536
@@ -217,7 +220,7 @@ def test_restart_on_the_same_file_keeps_every_entry(
     _post(server.url, _variant(bundles["random"], "before restart"))
     board = httpx.get(f"{server.url}/api/suites/{SUITE_ID}/entries").json()
     server.stop()
-    restarted = Server(db_file, suite_dir)
+    restarted = Server(db_file, suite_dir, "--anonymous-uploads-per-minute", "1000")
     try:
         again = httpx.get(f"{restarted.url}/api/suites/{SUITE_ID}/entries").json()
         assert [(b["id"], b["content_hash"], b["success_rate"]) for b in again] == [
