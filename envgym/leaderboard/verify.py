@@ -79,6 +79,7 @@ import json
 import math
 import multiprocessing
 import os
+import resource
 import signal
 import time
 from collections import Counter, deque
@@ -1152,8 +1153,6 @@ def _process_cpu(pid: int) -> float:
 
 
 def _own_cpu() -> float:
-    import resource
-
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
