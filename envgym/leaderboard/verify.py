@@ -407,6 +407,23 @@ def needs_isolation(env_ids: Sequence[str]) -> bool:
     return any(env_id.startswith(ISOLATED_ENV_PREFIXES) for env_id in env_ids)
 
 
+
+#: The largest float tolerance an environment may ask for on replay (see :func:`replay_tolerance`).
+MAX_ENV_TOLERANCE = 1e-3
+
+
+def replay_tolerance(env: Any, config: VerifyConfig) -> float:
+    """The float tolerance of a replay: ``config.tolerance``, or the environment class's own
+    ``replay_tolerance`` when it declares a larger one (at most :data:`MAX_ENV_TOLERANCE`).
+
+    An environment declares one when its numbers legitimately differ in the last bits between
+    CPUs and the difference grows over an episode (a physics simulation through numpy, whose
+    SIMD kernels differ between AVX-512 and AVX2 machines): its card says why and by how much."""
+    declared = getattr(type(getattr(env, "unwrapped", env)), "replay_tolerance", None)
+    if isinstance(declared, (int, float)) and not isinstance(declared, bool) and 0 <= declared <= MAX_ENV_TOLERANCE:
+        return max(config.tolerance, float(declared))
+    return config.tolerance
+
 def replay_episode(
     env: Any,
     episode: Mapping[str, Any],
@@ -425,7 +442,7 @@ def replay_episode(
     Returns the replayed outcome; raises :class:`VerificationError` at the first mismatch.
     """
     entry, seed, trial = episode_key(episode)
-    tol = config.tolerance
+    tol = replay_tolerance(env, config)
     clock = clock or _Clock(config)
     clock.start_episode()
 
@@ -538,7 +555,7 @@ def replay_joint_episode(
     first mismatch, naming the agent.
     """
     entry, seed, trial = episode_key(records[0])
-    tol = config.tolerance
+    tol = replay_tolerance(env, config)
     claims = {str(r["agent_id"]): r for r in records}
 
     def fail(reason: str, agent: str | None = None, turn: int | None = None) -> VerificationError:
