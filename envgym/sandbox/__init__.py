@@ -11,20 +11,23 @@ Two backends, one interface (:class:`Sandbox`)::
         resolved = run.report_ok and all(run.outcomes.get(t) == "passed" for t in ...)
 
 * :class:`BwrapSandbox` (``"bwrap"``, the default): Debian's bubblewrap; a host temp folder per
-  episode; each command is its own bwrap over a read-only system, so nothing outlives a command.
+  episode (a tmpfs with a size and inode quota as root); each command is its own bwrap under a
+  seccomp filter, in the sandbox's cgroup, over a minimal Debian root file system, so nothing
+  outlives a command.
 * :class:`DockerSandbox` (``"docker"``): one container per episode (``--network none``, memory and
-  PID limits, a non-root user, removed at close and reaped after a crash) from the images that
-  :mod:`envgym.environments.swe.images` builds locally; needs ``pip install 'envgym[swe]'`` and a
-  running engine (``scripts/setup.sh`` starts ``dockerd``).
+  PID limits, ``--init``, a non-root user, removed at close and reaped after a crash) from the
+  images that :mod:`envgym.environments.swe.images` builds locally; needs
+  ``pip install 'envgym[swe]'`` and a running engine (``scripts/setup.sh`` starts ``dockerd``).
 
-Grading (:meth:`Sandbox.run_pytest`): with no agent process alive, the original test files are
-written back, files Python or pytest would run implicitly (``conftest.py`` not restored,
-``sitecustomize.py``, ``*.pth``, configs, byte-code caches) and symlinks leaving the workspace are
-deleted, and pytest runs in a fresh ``python3 -I`` process that imports pytest before the
-workspace joins ``sys.path``; outcomes come from its JUnit XML, written to a folder no agent command
-could see. Limit: the code under test runs inside that pytest process (as in SWE-bench), so a
-patch written to subvert pytest in memory is not stopped by the sandbox; the test suite's
-FAIL_TO_PASS/PASS_TO_PASS checks are.
+Grading (:meth:`Sandbox.run_pytest`): with every agent process killed, the workspace is copied
+without following links and without the files Python or pytest would run implicitly
+(:func:`envgym.sandbox._prepare.grading_copy`), the original test files are written over the
+copy, and pytest runs over it in a fresh ``python3 -I`` process that imports pytest before the
+workspace joins ``sys.path``, with plugin autoload off; outcomes come from its JUnit XML, written
+to a folder no agent command could see. Limit: the code under test runs inside that pytest
+process (as in SWE-bench); a canary test that must fail and a check that none of pytest's own
+functions was replaced catch the generic in-memory patches (:attr:`PytestRun.untrusted`), not
+one written against this grader in particular.
 """
 
 from __future__ import annotations

@@ -60,7 +60,8 @@ class Limits:
     memory_mb: int = 1024
     """Memory in MiB for the whole sandbox: every process together, ``/dev/shm`` included (bwrap:
     the sandbox's cgroup, plus ``RLIMIT_AS`` per process; docker: the container's ``--memory``).
-    The bwrap workspace lives in RAM (a tmpfs), so what commands write there counts too."""
+    The bwrap workspace lives in RAM (a tmpfs of ``disk_mb``), so its cgroup holds
+    ``memory_mb + disk_mb``: files never take the processes' share."""
     processes: int = 256
     """Processes (bwrap: ``RLIMIT_NPROC`` in the command's own user namespace; docker: ``--pids-limit``)."""
     file_size_mb: int = 64

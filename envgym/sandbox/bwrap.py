@@ -11,10 +11,12 @@ Layout of one sandbox on the host (``$TMPDIR/envgym-sandbox-<pid>-<random>/``, r
 
 Every command is ``bwrap --unshare-all --unshare-user --disable-userns --die-with-parent
 --new-session --seccomp`` (empty network namespace, own PID namespace whose init is bwrap, own
-user/IPC/UTS/cgroup namespaces, no nested user namespaces) over a read-only ``/usr`` whose
-``dist-packages`` holds only pytest and what it imports (the host's other Python packages, six
-among them, would be answers to the tasks), a chosen few ``/etc`` files, an empty ``/usr/local``
-and the sandbox's own ``/proc`` and minimal ``/dev``; nothing else of the host. A small bash
+user/IPC/UTS/cgroup namespaces, no nested user namespaces) over a read-only system taken from
+:func:`sandbox_rootfs`, the minimal Debian the Docker images are made of (``/usr``, the loader's
+links and a chosen few ``/etc`` files), an empty ``/usr/local`` and the sandbox's own ``/proc``
+and minimal ``/dev``; nothing of the host. Without that root file system the host's ``/usr`` is
+used with its ``dist-packages`` holding only pytest and what it imports (the host's other Python
+packages, six among them, would be answers to the tasks). A small bash
 launcher sets per-process limits with ``ulimit`` (CPU, address space, processes, file size, no
 core files) and execs ``bash -c COMMAND``.
 
@@ -26,7 +28,8 @@ core files) and execs ``bash -c COMMAND``.
 * the PID namespace: when its init dies (the command ended, or envgym kills it at the timeout or
   at close), the kernel kills every process in it;
 * as root, every sandbox has its own cgroup (:mod:`envgym.sandbox._cgroup`; v2, v1 or both),
-  joined before bwrap starts, holding ``Limits.memory_mb`` and ``Limits.processes`` for all its
+  joined before bwrap starts, holding ``Limits.memory_mb`` (plus ``Limits.disk_mb``: the
+  workspace's tmpfs is RAM charged to the same group) and ``Limits.processes`` for all its
   processes together and killed as a whole (``cgroup.kill``, else signal by signal until empty)
   at the end of every command and at close.
 
@@ -366,7 +369,10 @@ class BwrapSandbox(Sandbox):
         self._as_root = os.geteuid() == 0
         self._owner = (NOBODY, NOBODY) if self._as_root else None
         self._procs: set[subprocess.Popen[bytes]] = set()
-        self._groups = _cgroup.create(limits.memory_mb << 20, limits.processes + 8) if self._as_root else None
+        # the workspace's tmpfs is RAM charged to the same group: it gets its own disk_mb on top, so a
+        # full disk never leaves the processes without memory (nor a memory hog without disk)
+        memory = (limits.memory_mb + limits.disk_mb) << 20
+        self._groups = _cgroup.create(memory, limits.processes + 8) if self._as_root else None
         self._seccomp = _seccomp.filter_program() if "--seccomp" in _bwrap_options() else None
         rootfs = sandbox_rootfs()
         self._system = str(rootfs) if rootfs is not None else ""
@@ -621,7 +627,11 @@ class BwrapSandbox(Sandbox):
                 self._groups.kill()
         extra = ""
         if self._groups is not None and self._groups.oom_kills():
-            extra = f"memory limit ({self.limits.memory_mb} MiB for the whole sandbox) reached: a process was killed"
+            limits = self.limits
+            extra = (
+                f"memory limit ({limits.memory_mb} MiB for the whole sandbox, plus the {limits.disk_mb} MiB its "
+                "files may use) reached: a process was killed"
+            )
         return (None if timed_out else code), timed_out, sink, elapsed(started), extra
 
     def run(self, command: str, *, timeout: float | None = None) -> CommandResult:
