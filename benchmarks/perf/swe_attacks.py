@@ -20,63 +20,30 @@ import json
 import os
 import sys
 import tempfile
-import textwrap
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import envgym.sandbox as sandbox_module
 from envgym.environments.swe.grading import score
 from envgym.environments.swe.libraries import source_tree, test_files
 from envgym.environments.swe.tasks import load_manifest
+
+import envgym.sandbox as sandbox_module
 from envgym.sandbox import Limits, sandbox_class
 
-PLUGIN = textwrap.dedent(
-    """\
-    import pytest
+try:
+    from envgym.testing.grader_cheats import CHEATS, PATCH, PLANT, PLUGIN
+except ImportError:  # an older envgym on PYTHONPATH: the catalogue of this checkout
+    import importlib.util
 
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(item, call):
-        outcome = yield
-        report = outcome.get_result()
-        report.outcome = "passed"
-        report.longrepr = None
-    """
-)
-PATCH = textwrap.dedent(
-    """\
-
-    import sys as _sys
-    if "_pytest.reports" in _sys.modules:
-        _reports = _sys.modules["_pytest.reports"]
-        _original = _reports.TestReport.from_item_and_call.__func__
-
-        def _always_passed(cls, item, call):
-            report = _original(cls, item, call)
-            report.outcome = "passed"
-            report.longrepr = None
-            return report
-
-        _reports.TestReport.from_item_and_call = classmethod(_always_passed)
-    """
-)
-
-#: Grader cheats: shell commands run before submitting (the package folder is {pkg}).
-CHEATS = {
-    "conftest rewritten by a survivor": (
-        "(setsid nohup sh -c 'while :; do cp /tmp/plugin.py conftest.py; sleep 0.005; done' >/dev/null 2>&1 &)"
-    ),
-    "dist-info plugin entry point": (
-        "mkdir -p evil-1.0.dist-info && printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0\\n' "
-        "> evil-1.0.dist-info/METADATA && printf '[pytest11]\\nevil = evil_plugin\\n' "
-        "> evil-1.0.dist-info/entry_points.txt && cp /tmp/plugin.py evil_plugin.py"
-    ),
-    "tests/__init__.py added": "for d in $(dirname {tests} | sort -u); do cp /tmp/patch.py $d/__init__.py; done",
-    "library __init__ patched": "cat /tmp/patch.py >> {pkg}/__init__.py",
-    "sitecustomize and .pth": "cp /tmp/patch.py sitecustomize.py && echo 'import sitecustomize' > zz.pth",
-    "pytest.ini addopts plugin": "printf '[pytest]\\naddopts = -p evil_plugin\\n' > pytest.ini && cp /tmp/plugin.py evil_plugin.py",
-}
+    _spec = importlib.util.spec_from_file_location(
+        "grader_cheats", Path(__file__).resolve().parents[2] / "envgym" / "testing" / "grader_cheats.py"
+    )
+    assert _spec is not None and _spec.loader is not None
+    _cheats = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_cheats)
+    CHEATS, PATCH, PLANT, PLUGIN = _cheats.CHEATS, _cheats.PATCH, _cheats.PLANT, _cheats.PLUGIN
 
 
 def _tasks(per_library: int) -> list[Any]:
@@ -115,7 +82,7 @@ def cheats(kind: str, tasks: list[Any]) -> dict[str, Any]:
                 with _box(kind, task, timeout=30) as box:
                     box.write_file(".attack/plugin.py", PLUGIN.encode())
                     box.write_file(".attack/patch.py", PATCH.encode())
-                    box.run("cp .attack/plugin.py /tmp/plugin.py && cp .attack/patch.py /tmp/patch.py && rm -rf .attack")
+                    box.run(PLANT)
                     box.run(template.format(pkg=pkg, tests=tests))
                     wins += bool(_grade(box, task)["resolved"])
             except Exception as err:  # noqa: BLE001 - a grader crash is reported, not a win
@@ -143,8 +110,8 @@ def host_attacks(kind: str, task: Any) -> dict[str, Any]:
     marker = f"{7000 + os.getpid() % 1000}.{time.time_ns() % 10000}"
     with _box(kind, task, timeout=5, memory_mb=512, disk_mb=256) as box:
         traced = box.run(
-            "python3 -c \"import ctypes; l = ctypes.CDLL(None, use_errno=True); "
-            "print(l.ptrace(16, 1, 0, 0), ctypes.get_errno())\""
+            'python3 -c "import ctypes; l = ctypes.CDLL(None, use_errno=True); '
+            'print(l.ptrace(16, 1, 0, 0), ctypes.get_errno())"'
         ).output.split()
         out["ptrace of the namespace init"] = "allowed" if traced[:1] == ["0"] else f"refused (errno {traced[-1:]})"
         box.run(f"(setsid nohup sleep {marker} >/dev/null 2>&1 &)")

@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envgym.sandbox.base import pid_alive
+
 __all__ = ["CgroupSet", "available", "create", "reap_stale"]
 
 PREFIX = "envgym-sandbox-"
@@ -249,13 +251,16 @@ def create(memory_bytes: int, processes: int) -> CgroupSet | None:
             groups.folders.append(folder)
             if (folder / "cgroup.kill").exists():
                 groups.kill_file = folder / "cgroup.kill"
-            if layout.v2_memory and not groups.memory_limited:
-                # enabling controllers needs the parent to have no processes of its own (v2's rule)
-                if _write(layout.v2 / "cgroup.subtree_control", "+memory +pids"):
-                    groups.memory_limited = _write(folder / "memory.max", str(memory_bytes))
-                    _write(folder / "memory.swap.max", "0")
-                    groups.pids_limited = _write(folder / "pids.max", str(processes)) or groups.pids_limited
-                    groups.memory_folder = folder
+            # enabling controllers needs the parent to have no processes of its own (v2's rule)
+            if (
+                layout.v2_memory
+                and not groups.memory_limited
+                and _write(layout.v2 / "cgroup.subtree_control", "+memory +pids")
+            ):
+                groups.memory_limited = _write(folder / "memory.max", str(memory_bytes))
+                _write(folder / "memory.swap.max", "0")
+                groups.pids_limited = _write(folder / "pids.max", str(processes)) or groups.pids_limited
+                groups.memory_folder = folder
     except OSError:
         groups.remove()
         return None
@@ -277,19 +282,11 @@ def reap_stale() -> int:
                     owner = int(folder.name[len(PREFIX) :].split("-")[0])
                 except ValueError:
                     continue
-                if _alive(owner):
+                if pid_alive(owner):
                     continue
-                stale = CgroupSet(folder.name, [folder], folder / "cgroup.kill" if (folder / "cgroup.kill").exists() else None)
+                stale = CgroupSet(
+                    folder.name, [folder], folder / "cgroup.kill" if (folder / "cgroup.kill").exists() else None
+                )
                 stale.remove()
                 removed += 1
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

@@ -133,9 +133,12 @@ def read_regular(root: str, relpath: str, max_bytes: int) -> bytes:
         os.close(fd)
 
 
-def write_regular(root: str, relpath: str, data: bytes, owner: tuple[int, int] | None = None) -> None:
+def write_regular(
+    root: str, relpath: str, data: bytes, owner: tuple[int, int] | None = None, *, replace_folder: bool = False
+) -> None:
     """Write ``data`` to ``relpath`` below ``root``, making missing folders; a symlink or a
-    non-regular file in the way is replaced (never followed)."""
+    non-regular file in the way is replaced (never followed), and a folder too when
+    ``replace_folder`` (else ``IsADirectoryError``)."""
     parts = _split(relpath)
     fd = os.open(root, _DIR_FLAGS)
     try:
@@ -163,8 +166,10 @@ def write_regular(root: str, relpath: str, data: bytes, owner: tuple[int, int] |
         except FileNotFoundError:
             info = None
         if info is not None and stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(f"{relpath!r} is a folder")
-        if info is not None and not stat.S_ISREG(info.st_mode):
+            if not replace_folder:
+                raise IsADirectoryError(f"{relpath!r} is a folder")
+            remove_tree(f"/proc/self/fd/{fd}/{name}")
+        elif info is not None and not stat.S_ISREG(info.st_mode):
             os.unlink(name, dir_fd=fd)
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
         try:
@@ -317,8 +322,8 @@ def grading_copy(
     finally:
         os.close(src_root)
         os.close(dst_root)
-    for rel, data in sorted(restore.items()):
-        _replace(dst, rel, data, owner)
+    for rel, data in sorted(restore.items()):  # over whatever the agent's tree had at that name
+        write_regular(dst, rel, data, owner, replace_folder=True)
     return {"dropped": sorted(dropped), "files": files, "bytes": copied}
 
 
@@ -345,52 +350,6 @@ def _copy_file(sfd: int, dfd: int, name: str, info: os.stat_result, budget: int,
         finally:
             os.close(out)
         return total
-    finally:
-        os.close(fd)
-
-
-def _replace(root: str, rel: str, data: bytes, owner: tuple[int, int] | None) -> None:
-    """Write a restored file into the (fresh, ours) grading copy, replacing whatever the agent's
-    tree had at that name, folders included."""
-    parts = _split(rel)
-    fd = os.open(root, _DIR_FLAGS)
-    try:
-        for part in parts[:-1]:
-            try:
-                info = os.stat(part, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                info = None
-            if info is not None and not stat.S_ISDIR(info.st_mode):
-                os.unlink(part, dir_fd=fd)
-                info = None
-            if info is None:
-                os.mkdir(part, 0o755, dir_fd=fd)
-                if owner is not None:
-                    os.chown(part, *owner, dir_fd=fd, follow_symlinks=False)
-            nxt = os.open(part, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = nxt
-        name = parts[-1]
-        try:
-            info = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        except FileNotFoundError:
-            info = None
-        if info is not None:
-            if stat.S_ISDIR(info.st_mode):
-                sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                os.close(sub)
-                remove_tree(f"/proc/self/fd/{fd}/{name}")
-            else:
-                os.unlink(name, dir_fd=fd)
-        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view) :]
-            if owner is not None:
-                os.fchown(out, *owner)
-        finally:
-            os.close(out)
     finally:
         os.close(fd)
 

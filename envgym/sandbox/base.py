@@ -213,7 +213,9 @@ def describe_end(
     if b"File size limit exceeded" in probe and not any("file size" in n for n in notes):
         notes.append(f"file size limit ({limits.file_size_mb} MiB) reached")
     if b"No space left on device" in probe:
-        notes.append(f"disk quota reached: the workspace and /tmp hold at most {limits.disk_mb} MiB in {limits.inodes} files")
+        notes.append(
+            f"disk quota reached: the workspace and /tmp hold at most {limits.disk_mb} MiB in {limits.inodes} files"
+        )
     if sink.truncated:
         notes.append(f"output truncated: {sink.total} bytes written, the first and last {sink.limit // 2} kept")
     return "; ".join(notes)
@@ -331,7 +333,7 @@ TAMPERED_EXIT = 86
 #: Runs pytest in a fresh ``python3 -I`` process: pytest, its plugins and the XML writer are
 #: imported before the workspace joins ``sys.path``, so a ``pytest.py`` or ``xml/`` the agent
 #: planted in the workspace cannot stand in for them. Before the run it notes every function of
-#: pytest's and pluggy's modules and classes; if the code under test replaced one of them (a patch
+#: pytest's, pluggy's and the XML writer's modules and classes; if the code under test replaced one of them (a patch
 #: that rewrites outcomes in memory), the wrapper exits with :data:`TAMPERED_EXIT`. Argument: a file
 #: holding the JSON argv and the sys.path entries.
 PYTEST_WRAPPER = r"""
@@ -347,7 +349,8 @@ except ImportError:
 def _functions():
     found = {}
     for name, module in list(sys.modules.items()):
-        if module is None or not (name in ("pytest", "pluggy", "pytest_timeout") or name.startswith(("_pytest.", "pluggy."))):
+        watched = name in ("pytest", "pluggy", "pytest_timeout", "xml.etree.ElementTree", "xml.dom.minidom")
+        if module is None or not (watched or name.startswith(("_pytest.", "pluggy."))):
             continue
         for key, value in list(vars(module).items()):
             code = getattr(value, "__code__", None)
@@ -367,9 +370,9 @@ for _key, (_value, _code) in _before.items():
     _now = _after.get(_key)
     if _now is None or _now[0] is not _value or _now[1] is not _code:
         sys.stderr.write("envgym: pytest's own code was replaced during the run: " + ".".join(_key) + "\n")
-        os._exit(%d)
+        os._exit(TAMPERED)
 sys.exit(_status)
-""" % TAMPERED_EXIT
+""".replace("TAMPERED", str(TAMPERED_EXIT))
 
 
 def canary(test_ids: Sequence[str]) -> tuple[str, str, bytes]:

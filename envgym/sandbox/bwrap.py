@@ -136,6 +136,8 @@ def sandbox_rootfs() -> Path | None:
         return None
     root = Path(chosen)
     return root if (root / "usr" / "bin" / "python3").exists() else None
+
+
 _reaped = False
 
 
@@ -668,9 +670,7 @@ class BwrapSandbox(Sandbox):
         try:
             copy, tmp, report_dir = private / "workspace", private / "tmp", private / "report"
             try:
-                grading_copy(
-                    str(self._workspace), str(copy), {**restore, canary_rel: canary_source}, owner=self._owner
-                )
+                grading_copy(str(self._workspace), str(copy), {**restore, canary_rel: canary_source}, owner=self._owner)
             except CopyLimitError as err:
                 return PytestRun(None, {}, False, elapsed(started), "", untrusted=f"not gradable: {err}")
             tmp.mkdir(mode=0o700)

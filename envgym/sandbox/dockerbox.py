@@ -391,7 +391,9 @@ class DockerSandbox(Sandbox):
                     if member.isfile():
                         cap = self.limits.file_size_mb << 20
                         if member.size > cap:
-                            raise OSError(27, f"{relpath!r} is {member.size} bytes, more than the {cap} bytes read at most")
+                            raise OSError(
+                                27, f"{relpath!r} is {member.size} bytes, more than the {cap} bytes read at most"
+                            )
                         extracted = archive.extractfile(member)
                         assert extracted is not None
                         return extracted.read()

@@ -208,7 +208,9 @@ def build_rootfs(*, force: bool = False) -> bool:
         export.stdout.close()
         export.wait()
         if export.returncode != 0 or unpacked.returncode != 0:
-            raise NotAvailableError(f"exporting {BASE_IMAGE} failed: {unpacked.stderr.decode(errors='replace')[-2000:]}")
+            raise NotAvailableError(
+                f"exporting {BASE_IMAGE} failed: {unpacked.stderr.decode(errors='replace')[-2000:]}"
+            )
         os.chmod(staging, 0o755)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}-old-", dir=target.parent))

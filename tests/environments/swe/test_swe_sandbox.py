@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import host_processes
 
 from envgym.errors import ConfigError, InvalidKwargsError, MissingDependencyError
 from envgym.sandbox import BwrapSandbox, DockerSandbox, Limits, Sandbox, default_kind, sandbox_class
@@ -77,21 +78,6 @@ def box(kind: str, project: Path) -> Iterator[Sandbox]:
     )
     with sandbox:
         yield sandbox
-
-
-def _host_processes(marker: str) -> list[str]:
-    """Command lines of host processes that contain ``marker`` (excluding this test process)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{entry}: {cmdline}")
-    return found
 
 
 def _resolved(run, ids=ALL_IDS) -> bool:
@@ -260,7 +246,7 @@ def test_a_fork_bomb_is_contained(box: Sandbox) -> None:
     assert "process limit" in result.note or result.timed_out
     after = box.run("echo next; ps -e 2>/dev/null | wc -l || ls /proc | grep -c '^[0-9]'", timeout=20)
     assert after.exit_code == 0 and after.output.startswith("next"), after
-    assert _host_processes(":|:") == []
+    assert host_processes(":|:") == []
 
 
 def test_a_memory_hog_is_stopped_and_reported(box: Sandbox) -> None:
@@ -301,16 +287,16 @@ def test_no_process_survives_a_command_or_the_episode(kind: str, project: Path) 
     sandbox = sandbox_class(kind)(project, limits=Limits(timeout=3))
     try:
         sandbox.run(f"sleep {marker} & (setsid nohup sleep {marker} >/dev/null 2>&1 &) ; echo started")
-        assert _host_processes(f"sleep {marker}") == []
+        assert host_processes(f"sleep {marker}") == []
         sandbox.run(f"sleep {marker}; echo never", timeout=1)
-        assert _host_processes(f"sleep {marker}") == []
+        assert host_processes(f"sleep {marker}") == []
         # The next command of the episode runs normally and sees no leftovers.
         after = sandbox.run(f"ps -eo args 2>/dev/null | grep -c 'sleep {marker}' || true")
         assert after.exit_code == 0
         sandbox.run(f"sleep {marker} &", timeout=1)
     finally:
         sandbox.close()
-    assert _host_processes(f"sleep {marker}") == []
+    assert host_processes(f"sleep {marker}") == []
     if kind == "bwrap":
         assert not sandbox._root.exists()  # type: ignore[attr-defined]
     else:
@@ -341,9 +327,9 @@ def test_a_crashed_owner_leaves_nothing_behind(kind: str, project: Path) -> None
     assert done.returncode == -9, done.stderr
     handle = done.stdout.strip()
     deadline = time.monotonic() + 15
-    while _host_processes(f"sleep {marker}") and time.monotonic() < deadline:
+    while host_processes(f"sleep {marker}") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _host_processes(f"sleep {marker}") == []
+    assert host_processes(f"sleep {marker}") == []
     if kind == "bwrap":
         assert Path(handle).exists()  # a SIGKILL skips every finalizer ...
         assert BwrapSandbox.reap() >= 1  # ... so the next start reaps the folder

@@ -20,47 +20,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import host_processes
 
-from envgym.sandbox import BwrapSandbox, Limits, Sandbox, sandbox_class
 from envgym import sandbox as envgym_sandbox
-from envgym.sandbox import _cgroup, _prepare
+from envgym.sandbox import BwrapSandbox, Limits, Sandbox, _cgroup, _prepare, sandbox_class
+from envgym.testing.grader_cheats import CHEATS, PATCH, PLANT, PLUGIN
 
 MODULE = "def add(a, b):\n    return a - b\n"  # the bug, never fixed by the attacks below
 TESTS = "from pkg.mod import add\n\ndef test_add():\n    assert add(1, 2) == 3\n\ndef test_keep():\n    assert True\n"
 IDS = ["tests/test_mod.py::test_add", "tests/test_mod.py::test_keep"]
 RESTORE = {"tests/test_mod.py": TESTS.encode()}
-
-#: A pytest plugin that reports every test as passed.
-PLUGIN = textwrap.dedent(
-    """\
-    import pytest
-
-    @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_makereport(item, call):
-        outcome = yield
-        report = outcome.get_result()
-        report.outcome = "passed"
-        report.longrepr = None
-    """
-)
-#: Code the agent adds to the library: rewrites pytest's reports in memory when imported.
-PATCH = textwrap.dedent(
-    """\
-
-    import sys as _sys
-    if "_pytest.reports" in _sys.modules:
-        _reports = _sys.modules["_pytest.reports"]
-        _original = _reports.TestReport.from_item_and_call.__func__
-
-        def _always_passed(cls, item, call):
-            report = _original(cls, item, call)
-            report.outcome = "passed"
-            report.longrepr = None
-            return report
-
-        _reports.TestReport.from_item_and_call = classmethod(_always_passed)
-    """
-)
 
 
 def _available(kind: str) -> None:
@@ -99,27 +68,13 @@ def _grade(box: Sandbox) -> bool:
     return run.report_ok and run.exit_code == 0 and all(run.outcomes.get(t) == "passed" for t in IDS)
 
 
-def _host_processes(marker: str) -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append(f"{entry}: {cmdline}")
-    return found
-
-
 def _marker() -> str:
     return f"{3000 + os.getpid() % 1000}.{time.time_ns() % 100000}"
 
 
 # ----------------------------------------------------------------------------- processes
 PTRACE = (
-    "python3 -c \"import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); "
+    'python3 -c "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True); '
     "print('ptrace', libc.ptrace(16, 1, 0, 0), ctypes.get_errno()); "
     "print('vm_read', libc.process_vm_readv(1, 0, 0, 0, 0, 0), ctypes.get_errno())\""
 )
@@ -148,10 +103,10 @@ def test_without_cgroups_the_namespace_kill_still_ends_everything(
         with BwrapSandbox(project, limits=Limits(timeout=3)) as box:
             assert box.isolation()["cgroup"] is None
             box.run(f"(setsid nohup sleep {marker} >/dev/null 2>&1 &); trap '' HUP TERM; echo started")
-            assert _host_processes(f"sleep {marker}") == []
+            assert host_processes(f"sleep {marker}") == []
             timed = box.run(f"(setsid sleep {marker} &); sleep {marker}", timeout=1)
             assert timed.timed_out
-            assert _host_processes(f"sleep {marker}") == []
+            assert host_processes(f"sleep {marker}") == []
     finally:
         _cgroup._layout.cache_clear()
 
@@ -207,9 +162,10 @@ def test_disk_and_inode_quotas_stop_a_flood(project: Path) -> None:
 # ----------------------------------------------------------------------------- grading
 def test_a_survivor_cannot_rewrite_conftest_while_grading(kind: str, project: Path) -> None:
     with sandbox_class(kind)(project, limits=Limits(timeout=10)) as box:
-        box.write_file("cheat.py", PLUGIN.encode())
-        box.run("(setsid nohup sh -c 'while true; do cp cheat.py conftest.py; cp cheat.py tests/conftest.py; "
-                "sleep 0.01; done' >/dev/null 2>&1 &); echo started")
+        box.write_file(".attack/plugin.py", PLUGIN.encode())
+        box.write_file(".attack/patch.py", PATCH.encode())
+        box.run(PLANT)
+        box.run(CHEATS["conftest rewritten by a survivor"].format(pkg="pkg", tests="tests/test_mod.py"))
         assert not _grade(box)
 
 
@@ -262,25 +218,13 @@ def test_remove_tree_handles_any_depth_without_recursion(tmp_path: Path) -> None
     assert not top.exists() and Path("/etc/passwd").exists()
 
 
-CHEATS = {
-    "dist-info entry point": (
-        "mkdir -p evil-1.0.dist-info && printf 'Metadata-Version: 2.1\\nName: evil\\nVersion: 1.0\\n' "
-        "> evil-1.0.dist-info/METADATA && printf '[pytest11]\\nevil = evil_plugin\\n' "
-        "> evil-1.0.dist-info/entry_points.txt && cp plugin.py evil_plugin.py"
-    ),
-    "test folder __init__": "cp patch.py tests/__init__.py",
-    "library patch": "cat patch.py >> pkg/__init__.py",
-    "pth and sitecustomize": "cp patch.py sitecustomize.py && echo 'import sitecustomize' > evil.pth",
-    "pytest config": "printf '[pytest]\\naddopts = -p evil_plugin\\n' > pytest.ini && cp plugin.py evil_plugin.py",
-}
-
-
 @pytest.mark.parametrize("cheat", sorted(CHEATS))
 def test_grader_cheats_do_not_resolve(kind: str, project: Path, cheat: str) -> None:
     with sandbox_class(kind)(project, limits=Limits(timeout=20)) as box:
-        box.write_file("plugin.py", PLUGIN.encode())
-        box.write_file("patch.py", PATCH.encode())
-        made = box.run(CHEATS[cheat])
+        box.write_file(".attack/plugin.py", PLUGIN.encode())
+        box.write_file(".attack/patch.py", PATCH.encode())
+        assert box.run(PLANT).exit_code == 0
+        made = box.run(CHEATS[cheat].format(pkg="pkg", tests="tests/test_mod.py"))
         assert made.exit_code == 0, made
         run = box.run_pytest(IDS, restore=RESTORE, pythonpath=[""], timeout=60)
         resolved = run.report_ok and run.exit_code == 0 and all(run.outcomes.get(t) == "passed" for t in IDS)
@@ -334,17 +278,23 @@ def test_the_host_python_packages_are_not_visible(bwrap: BwrapSandbox) -> None:
     # the host's /usr holds more copies, vendored by other programs): the sandbox's system is the
     # minimal Debian the Docker images are made of.
     if bwrap.isolation()["system"] != envgym_sandbox.DEFAULT_ROOTFS:
-        pytest.skip(f"the sandbox root file system is not unpacked: {envgym_sandbox.sandbox_rootfs()}; "
-                    "python -m envgym.environments.swe.images build (scripts/setup.sh) makes it")
-    found = bwrap.run("python3 -c 'import six' 2>&1; find / -name 'six.py' -not -path '/proc/*' 2>/dev/null; "
-                      "ls /usr/lib/python3/dist-packages")
+        pytest.skip(
+            f"the sandbox root file system is not unpacked: {envgym_sandbox.sandbox_rootfs()}; "
+            "python -m envgym.environments.swe.images build (scripts/setup.sh) makes it"
+        )
+    found = bwrap.run(
+        "python3 -c 'import six' 2>&1; find / -name 'six.py' -not -path '/proc/*' 2>/dev/null; "
+        "ls /usr/lib/python3/dist-packages"
+    )
     assert "No module named 'six'" in found.output
     assert "/six.py" not in found.output
     assert "pytest" in found.output  # what grading needs is still there
     assert bwrap.run("python3 -m pytest --version 2>&1").exit_code == 0
 
 
-def test_without_a_root_file_system_the_host_packages_are_hidden(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_a_root_file_system_the_host_packages_are_hidden(
+    project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _available("bwrap")
     monkeypatch.setenv(envgym_sandbox.ROOTFS_ENV, "host")
     with BwrapSandbox(project) as box:
@@ -398,7 +348,7 @@ def test_a_killed_owner_leaves_no_process_even_after_a_ptrace_attempt(project: P
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120, check=False)
     assert done.returncode == -9, done.stderr
     deadline = time.monotonic() + 15
-    while _host_processes(f"sleep {marker}") and time.monotonic() < deadline:
+    while host_processes(f"sleep {marker}") and time.monotonic() < deadline:
         time.sleep(0.2)
-    assert _host_processes(f"sleep {marker}") == []
+    assert host_processes(f"sleep {marker}") == []
     BwrapSandbox.reap()
