@@ -23,6 +23,9 @@ JSON API:
 
 Verification never runs in the threads that serve pages: uploads go to a bounded pool of child
 processes with a queue, a deadline and a memory limit each (:mod:`envgym.leaderboard.intake`).
+The list pages (``/``, ``/suites/{id}`` and their JSON) are rendered once and kept until this
+server stores, hides or deletes an entry, or for ``LIST_TTL_S`` seconds at most (another process
+writing to the same database shows within that time), so a crowd of readers costs little.
 
 Tokens (made with ``envgym leaderboard token create``; the store keeps only their sha256) are sent
 as ``Authorization: Bearer <token>``:
@@ -72,7 +75,7 @@ try:
     from fastapi import FastAPI, HTTPException, Request
     from fastapi import Path as PathParam
     from fastapi.concurrency import run_in_threadpool
-    from fastapi.responses import HTMLResponse, JSONResponse
+    from fastapi.responses import HTMLResponse, JSONResponse, Response
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("fastapi", "leaderboard", "The leaderboard web app") from err
 
@@ -110,6 +113,8 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 #: Request bodies a browser may send cross-site without asking first (a form or text/plain).
 _SIMPLE_BODIES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
 _UNSAFE_METHODS = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+#: Seconds a rendered list page is kept at most (writes by this server drop it at once).
+LIST_TTL_S = 2.0
 
 SubmissionId = Annotated[int, PathParam(ge=0, le=MAX_ID, description="A submission id.")]
 Ordinal = Annotated[int, PathParam(ge=0, le=MAX_ID, description="An episode's number in its submission.")]
@@ -261,6 +266,40 @@ class _Guard:
             log.exception("%s %s failed", scope.get("method"), scope.get("path"))
             if not started:
                 await _error(500, "internal", "the server failed on this request; it is logged.")(scope, receive, send)
+
+
+class _Rendered:
+    """Rendered list pages, kept until :meth:`drop` (this server wrote) or ``ttl`` seconds pass.
+
+    A render that began before a :meth:`drop` is not kept (its data may predate the write), and at
+    most ``max_keys`` pages are kept (any suite id may be asked for).
+    """
+
+    def __init__(self, ttl: float = LIST_TTL_S, max_keys: int = 256) -> None:
+        self.ttl, self.max_keys = ttl, max_keys
+        self._pages: dict[str, tuple[int, float, Response]] = {}
+        self._generation = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: str, render: Callable[[], Response]) -> Response:
+        now = time.monotonic()
+        with self._lock:
+            generation = self._generation
+            kept = self._pages.get(key)
+        if kept is not None and kept[0] == generation and now - kept[1] < self.ttl:
+            return kept[2]
+        page = render()
+        with self._lock:
+            if self._generation == generation and page.status_code == 200:
+                if len(self._pages) >= self.max_keys:
+                    self._pages.clear()
+                self._pages[key] = (generation, now, page)
+        return page
+
+    def drop(self) -> None:
+        with self._lock:
+            self._generation += 1
+            self._pages.clear()
 
 
 def _bearer(request: Request) -> str | None:
@@ -422,6 +461,8 @@ def create_app(
     app.state.upload_limiter = limiter
     app.state.anonymous_upload_limiter = anonymous_limiter
     app.state.verify_pool = verifier
+    rendered = _Rendered()
+    app.state.rendered = rendered
 
     async def identify(request: Request) -> dict[str, Any] | None:
         """``{"name", "role"}`` of the request's token; ``None`` without one; 403 for a bad one."""
@@ -455,16 +496,22 @@ def create_app(
         return sub
 
     # -- pages -------------------------------------------------------------------------------------
+    def html(text: str) -> Response:
+        return HTMLResponse(text)
+
     @app.get("/", response_class=HTMLResponse)
-    def index() -> str:
-        return pages.index_page(db.suites(), _same)
+    def index() -> Response:
+        return rendered.get("/", lambda: html(pages.index_page(db.suites(), _same)))
 
     @app.get("/suites/{suite_id}", response_class=HTMLResponse)
-    def suite(suite_id: str) -> str:
-        board = db.leaderboard(suite_id)
-        if not board:
-            raise HTTPException(404, f"no submissions for suite {suite_id[:200]!r}")
-        return pages.suite_page(suite_id, board, _same)
+    def suite(suite_id: str) -> Response:
+        def render() -> Response:
+            board = db.leaderboard(suite_id)
+            if not board:
+                return _error(404, "not_found", f"no submissions for suite {suite_id[:200]!r}")
+            return html(pages.suite_page(suite_id, board, _same))
+
+        return rendered.get(f"/suites/{suite_id}", render)
 
     @app.get("/entries/{submission_id}", response_class=HTMLResponse)
     def entry(submission_id: SubmissionId) -> str:
@@ -481,12 +528,12 @@ def create_app(
 
     # -- JSON API ----------------------------------------------------------------------------------
     @app.get("/api/suites")
-    def api_suites() -> list[dict[str, Any]]:
-        return db.suites()
+    def api_suites() -> Response:
+        return rendered.get("/api/suites", lambda: JSONResponse(db.suites()))
 
     @app.get("/api/suites/{suite_id}/entries")
-    def api_suite_entries(suite_id: str) -> list[dict[str, Any]]:
-        return db.leaderboard(suite_id)
+    def api_suite_entries(suite_id: str) -> Response:
+        return rendered.get(f"/api/suites/{suite_id}/entries", lambda: JSONResponse(db.leaderboard(suite_id)))
 
     @app.get("/api/entries/{submission_id}")
     def api_entry(submission_id: SubmissionId) -> dict[str, Any]:
@@ -585,6 +632,8 @@ def create_app(
             if not submitted:
                 verifier.release()
         answer = await asyncio.wrap_future(future)
+        if answer.status == 201:
+            rendered.drop()
         if answer.note:
             log.info("%s", answer.note)
         return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
@@ -621,6 +670,7 @@ def create_app(
         except _Refused as refused:
             return refused.response()
         entry = await run_in_threadpool(db.set_hidden, submission_id, hide, reason=reason, by=who["name"])
+        rendered.drop()
         if entry is None:
             return _error(404, "not_found", f"no submission {submission_id}.")
         log.info("submission %s: %s by %s (%s)", submission_id, action, who["name"], entry["reason"] or "no reason")
@@ -642,6 +692,7 @@ def create_app(
         except _Refused as refused:
             return refused.response()
         entry = await run_in_threadpool(db.delete, submission_id, reason=reason, by=who["name"])
+        rendered.drop()
         if entry is None:
             return _error(404, "not_found", f"no submission {submission_id}.")
         log.info("submission %s: deleted by %s (%s)", submission_id, who["name"], reason)

@@ -317,6 +317,8 @@ def test_admin_delete_over_http_and_cli_with_an_audit(
             headers = {"Authorization": f"Bearer {token}"} if token else {}
             return httpx.request("DELETE", url, json=body, headers=headers, timeout=30)
 
+        board = f"{server.url}/api/suites/{SUITE_ID}/entries"
+        assert ids[0] in [b["id"] for b in httpx.get(board).json()]  # rendered and kept...
         assert delete(None, {"reason": "spam"}).status_code == 401
         assert delete(alice, {"reason": "spam"}).status_code == 403
         assert delete(root, {}).status_code == 400
@@ -325,6 +327,7 @@ def test_admin_delete_over_http_and_cli_with_an_audit(
         assert done.status_code == 200, done.text
         assert done.json()["deleted"] is True and done.json()["audit"]["action"] == "delete"
         assert httpx.get(f"{server.url}/api/entries/{ids[0]}").status_code == 404
+        assert ids[0] not in [b["id"] for b in httpx.get(board).json()]  # ...until the delete
         assert delete(root, {"reason": "again"}).status_code == 404
 
         # The command line, against the server with a token file...
@@ -390,14 +393,14 @@ def test_out_of_range_ids_answer_422_and_keep_the_connection(db_file: Path, bund
             assert response.status in (404, 422), (path, response.status, body[:200])
         # An unexpected error is a 500 that keeps the connection too.
         store = server.app.state.store
-        original = store.suites
-        store.suites = lambda: 1 / 0
+        original = store.episodes
+        store.episodes = lambda submission_id: 1 / 0
         try:
-            connection.request("GET", "/api/suites")
+            connection.request("GET", f"/api/entries/{sub['id']}/episodes")
             failed = connection.getresponse()
             assert failed.status == 500 and json.loads(failed.read())["error"] == "internal"
         finally:
-            store.suites = original
+            store.episodes = original
         connection.request("GET", f"/api/entries/{sub['id']}")
         last = connection.getresponse()
         assert last.status == 200 and json.loads(last.read())["agent_name"] == "kept"
