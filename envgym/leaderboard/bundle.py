@@ -935,7 +935,14 @@ def _parse_line(line: bytes, number: int) -> Any:
     except UnicodeDecodeError as err:
         raise BundleError(f"{where} is not valid UTF-8 ({err}); bundles are UTF-8 JSON Lines.") from err
     try:
-        return json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        value = json.loads(text, parse_constant=_refuse_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        if "\\u" in text and re.search(r"\\u[dD][89a-fA-F]", text):
+            # a \uD800-\uDFFF escape: pairs are text, a lone surrogate is not (pages and JSON answers
+            # could not encode it), so the record is re-encoded to find out
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except UnicodeEncodeError as err:
+        raise BundleError(f"{where} holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); text must be Unicode.") from err
     except RecursionError:
         # Raised by the parser on arrays or objects nested ~1000 deep; the traceback is of no use.
         raise BundleError(f"{where} nests arrays or objects too deeply to parse; bundles nest a few levels.") from None

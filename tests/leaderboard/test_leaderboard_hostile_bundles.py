@@ -449,3 +449,13 @@ def test_sandboxed_suites_are_told_apart(suite_dir: Path) -> None:
 
     assert verify.suite_is_sandboxed is suite_is_sandboxed
     assert json.loads(json.dumps(sorted(verify.__all__)))  # exported by name
+
+
+def test_a_lone_surrogate_escape_is_refused_and_a_pair_is_text() -> None:
+    # a lone \ud800 in stored text could not be encoded by the pages or the JSON answers (a 500)
+    with pytest.raises(BundleError, match="lone UTF-16 surrogate") as caught:
+        read_bundle(gzip.compress(b'{"format": "envgym-bundle/1", "agent": "x\\ud800y"}\n'))
+    assert caught.value.status == 400
+    with pytest.raises(BundleError) as other:  # a pair decodes to text: refused for other reasons only
+        read_bundle(gzip.compress(b'{"format": "envgym-bundle/1", "agent": "x\\ud83d\\ude00y"}\n'))
+    assert "surrogate" not in str(other.value)
