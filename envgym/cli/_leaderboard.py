@@ -212,17 +212,15 @@ def submit_command(
         echo_json(result)
 
 
-def _upload(path: Path, url: str, token: str | None = None) -> dict[str, Any]:
+def _request(method: str, endpoint: str, what: str, **kwargs: Any) -> dict[str, Any]:
+    """One request to a leaderboard server; its JSON answer, or exit 1 with the server's reason
+    (neutralised for the terminal) when it refuses ``what``."""
     try:
         import httpx
     except ImportError:
-        fail("uploading needs httpx: pip install 'envgym[leaderboard]'", EXIT_FAILED)
-    endpoint = url.rstrip("/") + "/api/submissions"
-    headers = {"Content-Type": "application/gzip"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
+        fail("talking to a server needs httpx: pip install 'envgym[leaderboard]'", EXIT_FAILED)
     try:
-        response = httpx.post(endpoint, content=path.read_bytes(), headers=headers, timeout=600)
+        response = httpx.request(method, endpoint, **kwargs)
     except httpx.HTTPError as err:
         fail(f"could not reach {endpoint}: {err}", EXIT_FAILED)
     try:
@@ -233,8 +231,16 @@ def _upload(path: Path, url: str, token: str | None = None) -> dict[str, Any]:
         reason = plain(data.get("reason", data) if isinstance(data, dict) else data, newlines=False)
         retry = response.headers.get("retry-after")
         later = f" (retry after {plain(retry)} s)" if retry else ""
-        fail(f"the server refused the bundle ({response.status_code}): {reason}{later}", EXIT_FAILED)
-    return data
+        fail(f"the server refused the {what} ({response.status_code}): {reason}{later}", EXIT_FAILED)
+    return data if isinstance(data, dict) else {"answer": data}
+
+
+def _upload(path: Path, url: str, token: str | None = None) -> dict[str, Any]:
+    headers = {"Content-Type": "application/gzip"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    endpoint = url.rstrip("/") + "/api/submissions"
+    return _request("POST", endpoint, "bundle", content=path.read_bytes(), headers=headers, timeout=600)
 
 
 @leaderboard_app.command("verify")
@@ -329,26 +335,11 @@ def delete_command(
 
 
 def _delete_remote(url: str, submission_id: int, reason: str, token: str | None) -> dict[str, Any]:
-    try:
-        import httpx
-    except ImportError:
-        fail("talking to a server needs httpx: pip install 'envgym[leaderboard]'", EXIT_FAILED)
     if not token:
         fail(f"deleting on a server needs an admin token: --token-file FILE or ${TOKEN_ENV}.", EXIT_USAGE)
     endpoint = f"{url.rstrip('/')}/api/submissions/{submission_id}"
-    try:
-        response = httpx.request(
-            "DELETE", endpoint, json={"reason": reason}, headers={"Authorization": f"Bearer {token}"}, timeout=60
-        )
-    except httpx.HTTPError as err:
-        fail(f"could not reach {endpoint}: {err}", EXIT_FAILED)
-    try:
-        data = response.json()
-    except ValueError:
-        data = {"reason": response.text[:500]}
-    if response.status_code >= 400:
-        reason_text = plain(data.get("reason", data) if isinstance(data, dict) else data, newlines=False)
-        fail(f"the server refused the delete ({response.status_code}): {reason_text}", EXIT_FAILED)
+    headers = {"Authorization": f"Bearer {token}"}
+    data = _request("DELETE", endpoint, "delete", json={"reason": reason}, headers=headers, timeout=60)
     return dict(data.get("audit") or {})
 
 
@@ -446,7 +437,7 @@ def serve_command(
             )
         if wildcard and not allowed_host:
             err_console().print(
-                f"[bold yellow]note:[/] requests must name 127.0.0.1 or localhost as their host; add the names "
+                "[bold yellow]note:[/] requests must name 127.0.0.1 or localhost as their host; add the names "
                 "clients use with --allowed-host NAME (DNS rebinding protection)."
             )
     if verify_timeout is not None and not 0 < verify_timeout < float("inf"):
