@@ -173,15 +173,19 @@ def write_regular(
             os.unlink(name, dir_fd=fd)
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644, dir_fd=fd)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(out, view) :]
+            _write_all(out, data)
             if owner is not None:
                 os.fchown(out, *owner)
         finally:
             os.close(out)
     finally:
         os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def remove_tree(path: str, *, seconds: float = MAX_SECONDS) -> None:
@@ -342,9 +346,7 @@ def _copy_file(sfd: int, dfd: int, name: str, info: os.stat_result, budget: int,
                 total += len(chunk)
                 if total > budget:
                     raise CopyLimitError(f"the workspace holds more bytes than grading copies ({name!r})")
-                view = memoryview(chunk)
-                while view:
-                    view = view[os.write(out, view) :]
+                _write_all(out, chunk)
             if owner is not None:
                 os.fchown(out, *owner)
         finally:

@@ -19,3 +19,15 @@ def host_processes(marker: str) -> list[str]:
         if marker in cmdline:
             found.append(f"{entry}: {cmdline}")
     return found
+
+
+def tiny_project(folder: Path, module: str, tests: str) -> Path:
+    """A tiny library (``pkg/mod.py`` holding ``module``) with its test suite
+    (``tests/test_mod.py`` holding ``tests``) in ``folder/project``: the pristine tree of a task."""
+    root = folder / "project"
+    (root / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "mod.py").write_text(module)
+    (root / "tests" / "test_mod.py").write_text(tests)
+    return root

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import host_processes
+from sandbox_helpers import host_processes, tiny_project
 
 from envgym.errors import ConfigError, InvalidKwargsError, MissingDependencyError
 from envgym.sandbox import BwrapSandbox, DockerSandbox, Limits, Sandbox, default_kind, sandbox_class
@@ -61,14 +61,8 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    """A tiny library with a bug in pkg/mod.py and a test suite (the pristine tree of a task)."""
-    root = tmp_path / "project"
-    (root / "pkg").mkdir(parents=True)
-    (root / "tests").mkdir()
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "mod.py").write_text(FIXED)
-    (root / "tests" / "test_mod.py").write_text(TESTS)
-    return root
+    """A tiny library and its test suite (the pristine tree of a task; the bug comes as an overlay)."""
+    return tiny_project(tmp_path, FIXED, TESTS)
 
 
 @pytest.fixture

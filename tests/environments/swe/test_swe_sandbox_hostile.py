@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import host_processes
+from sandbox_helpers import host_processes, tiny_project
 
 from envgym import sandbox as envgym_sandbox
 from envgym.sandbox import BwrapSandbox, Limits, Sandbox, _cgroup, _prepare, sandbox_class
@@ -46,13 +46,7 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = tmp_path / "project"
-    (root / "pkg").mkdir(parents=True)
-    (root / "tests").mkdir()
-    (root / "pkg" / "__init__.py").write_text("")
-    (root / "pkg" / "mod.py").write_text(MODULE)
-    (root / "tests" / "test_mod.py").write_text(TESTS)
-    return root
+    return tiny_project(tmp_path, MODULE, TESTS)
 
 
 @pytest.fixture
