@@ -59,7 +59,8 @@ esac
 # debootstrap and docker.io (the Docker sandbox's images, built locally: no registry). When no
 # engine answers, dockerd is started here as root in the background (log:
 # /var/log/envgym-dockerd.log). Then the pinned library sources are fetched (the SWE tasks' only
-# network use) and the images built. Every step is skipped when already done.
+# network use) and the images built, with the bwrap sandboxes' root file system (the base image's
+# file system unpacked to /var/lib/envgym/rootfs-bookworm). Every step is skipped when already done.
 case ",${EXTRAS}," in
   *,test,*|*,swe,*|*,all,*)
     SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
