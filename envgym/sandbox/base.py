@@ -404,6 +404,32 @@ def judge_canary(
     return exit_code, outcomes, ""
 
 
+def grading_run(
+    code: int | None,
+    timed_out: bool,
+    report_ok: bool,
+    outcomes: dict[str, str],
+    canary_id: str,
+    sink: OutputSink,
+    seconds: float,
+    started: float,
+) -> PytestRun:
+    """The :class:`PytestRun` of a finished grading run (every backend's last step): the canary
+    judged when the report is whole, then taken out of the outcomes, and the output's tail saying
+    what cut the run short or made it untrusted."""
+    untrusted = ""
+    if report_ok and not timed_out:
+        code, outcomes, untrusted = judge_canary(code, outcomes, canary_id)
+    else:
+        outcomes.pop(canary_id, None)
+    tail = sink.text()[-4000:]
+    if timed_out:
+        tail += f"\n[envgym: pytest killed at the {seconds:g} s timeout]"
+    if untrusted:
+        tail += f"\n[envgym: outcomes not trusted: {untrusted}]"
+    return PytestRun(code, outcomes, report_ok and not untrusted, elapsed(started), tail, untrusted)
+
+
 def check_restore(restore: Mapping[str, bytes]) -> dict[str, bytes]:
     if not isinstance(restore, Mapping):
         raise ConfigError(f"restore must map relative paths to bytes, got {type(restore).__name__}.")

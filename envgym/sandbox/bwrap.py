@@ -83,7 +83,7 @@ from envgym.sandbox.base import (
     describe_end,
     elapsed,
     grading_path,
-    judge_canary,
+    grading_run,
     parse_junit,
     pid_alive,
     pytest_argv,
@@ -409,6 +409,7 @@ class BwrapSandbox(Sandbox):
             self.close()
             raise
         self._env = {**BASE_ENV, **extra_env}
+        self._base_args = self._system_args()
 
     def isolation(self) -> dict[str, object]:
         """What holds this sandbox, in words and flags (for logs, ``envgym info`` and tests)."""
@@ -444,7 +445,8 @@ class BwrapSandbox(Sandbox):
         write_regular(str(self._workspace), rel, bytes(data), self._owner)
 
     # ------------------------------------------------------------------ commands
-    def _mount_args(self, workspace: Path, tmp: Path) -> list[str]:
+    def _system_args(self) -> list[str]:
+        """bwrap and the mounts every command of this sandbox shares (built once, at the start)."""
         options = _bwrap_options()
         system = self._system
         args = [self._bwrap, "--unshare-all"]
@@ -490,22 +492,7 @@ class BwrapSandbox(Sandbox):
                 args += ["--ro-bind-try", f"{system}/etc/{name}", f"/etc/{name}"]
         for name in ("passwd", "group", "hostname", "hosts"):
             args += ["--ro-bind", str(self._root / "etc" / name), f"/etc/{name}"]
-        args += [
-            "--proc",
-            "/proc",
-            "--dev",
-            "/dev",
-            "--bind",
-            str(tmp),
-            "/tmp",
-            "--bind",
-            str(workspace),
-            self.workdir,
-            "--chdir",
-            self.workdir,
-            "--clearenv",
-        ]
-        return args
+        return [*args, "--proc", "/proc", "--dev", "/dev", "--chdir", self.workdir, "--clearenv"]
 
     def _launcher(self, cpu_seconds: int) -> list[str]:
         limits = self.limits
@@ -516,12 +503,10 @@ class BwrapSandbox(Sandbox):
         )
         return ["/bin/bash", "-c", script, "envgym-sandbox"]
 
-    def _kill_everything(self, namespace: _Namespace | None = None) -> None:
-        """Kill every process this sandbox has: the command's namespace and the whole cgroup."""
+    def _kill_everything(self) -> None:
+        """Kill every process this sandbox has: any command still running and the whole cgroup."""
         for proc in list(self._procs):
             _kill(proc)
-        if namespace is not None:
-            namespace.kill()
         if self._groups is not None:
             self._groups.kill()
 
@@ -537,7 +522,8 @@ class BwrapSandbox(Sandbox):
         cpu_seconds: int = 0,
     ) -> tuple[int | None, bool, OutputSink, float, str]:
         started = time.perf_counter()
-        args = self._mount_args(workspace or self._workspace, tmp or self._tmp)
+        args = [*self._base_args, "--bind", str(tmp or self._tmp), "/tmp", "--bind", str(workspace or self._workspace)]
+        args.append(self.workdir)
         for key, value in env.items():
             args += ["--setenv", key, value]
         args += list(binds)
@@ -707,17 +693,7 @@ class BwrapSandbox(Sandbox):
                     report_ok = False
         finally:
             remove_tree(str(private))
-        untrusted = ""
-        if report_ok and not timed_out:
-            code, outcomes, untrusted = judge_canary(code, outcomes, canary_id)
-        else:
-            outcomes.pop(canary_id, None)
-        tail = sink.text()[-4000:]
-        if timed_out:
-            tail += f"\n[envgym: pytest killed at the {seconds:g} s timeout]"
-        if untrusted:
-            tail += f"\n[envgym: outcomes not trusted: {untrusted}]"
-        return PytestRun(code, outcomes, report_ok and not untrusted, elapsed(started), tail, untrusted)
+        return grading_run(code, timed_out, report_ok, outcomes, canary_id, sink, seconds, started)
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else str(self._root)

@@ -55,7 +55,7 @@ from envgym.sandbox.base import (
     describe_end,
     elapsed,
     grading_path,
-    judge_canary,
+    grading_run,
     parse_junit,
     pytest_argv,
     refused,
@@ -499,17 +499,7 @@ class DockerSandbox(Sandbox):
         finally:
             self._kill_all()
             self._exec(["/bin/rm", "-rf", private], user="0:0", timeout=60)
-        untrusted = ""
-        if report_ok and not timed_out:
-            code, outcomes, untrusted = judge_canary(code, outcomes, canary_id)
-        else:
-            outcomes.pop(canary_id, None)
-        tail = sink.text()[-4000:]
-        if timed_out:
-            tail += f"\n[envgym: pytest killed at the {seconds:g} s timeout]"
-        if untrusted:
-            tail += f"\n[envgym: outcomes not trusted: {untrusted}]"
-        return PytestRun(code, outcomes, report_ok and not untrusted, elapsed(started), tail, untrusted)
+        return grading_run(code, timed_out, report_ok, outcomes, canary_id, sink, seconds, started)
 
     def __repr__(self) -> str:
         return f"DockerSandbox({'closed' if self.closed else self._id[:12]})"
