@@ -20,6 +20,7 @@ from sandbox_helpers import host_processes, tiny_project
 
 from envgym.errors import ConfigError, InvalidKwargsError, MissingDependencyError
 from envgym.sandbox import BwrapSandbox, DockerSandbox, Limits, Sandbox, default_kind, sandbox_class
+from envgym.testing.grader_cheats import PLUGIN
 
 BACKENDS = ["bwrap", "docker"]
 
@@ -361,21 +362,7 @@ CHEATS = {
         'sys.stderr.write("PASSED PASSED\\n")\n' + MODULE,
     ),
     "edited test file": ("tests/test_mod.py", "def test_add():\n    pass\n"),
-    "conftest forcing passes": (
-        "tests/conftest.py",
-        textwrap.dedent(
-            """\
-            import pytest
-
-            @pytest.hookimpl(hookwrapper=True)
-            def pytest_runtest_makereport(item, call):
-                outcome = yield
-                report = outcome.get_result()
-                report.outcome = "passed"
-                report.longrepr = None
-            """
-        ),
-    ),
+    "conftest forcing passes": ("tests/conftest.py", PLUGIN),
     "root conftest": ("conftest.py", "import pkg.mod\npkg.mod.add = lambda a, b: a + b\n"),
     "pytest.ini addopts": ("pytest.ini", "[pytest]\naddopts = -p no:junitxml --deselect tests/test_mod.py::test_add\n"),
     "shadow pytest module": (
