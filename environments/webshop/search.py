@@ -16,6 +16,19 @@ The index lives in ``<cache>/webshop/<catalogue fingerprint>/index.sqlite`` (``<
 so two workers building at once both end with a complete file and a reader never sees a partial
 one. Every environment instance opens the file read-only: workers share it through the operating
 system's page cache rather than holding copies.
+
+:meth:`SearchIndex.search` ranks from impact arrays written next to the FTS5 file: per term, the
+documents containing it (in document order) and their BM25 term scores. It prunes with MaxScore
+(Turtle and Flood, 1995), using each term's largest score as an upper bound: terms are taken from
+the highest bound down, and once the bounds of the terms left sum below a proven lower bound on
+the ``limit``-th best score, a document containing none of the terms taken so far cannot enter the
+results, so only those terms' lists are read in full; the remaining terms are looked up (binary
+search in their lists) for the few documents whose bound still reaches the threshold, and these are
+scored exactly, term by term in query order as the exhaustive sum does, so the ranking, the scores
+and the ties are bit for bit those of :meth:`SearchIndex.search_exhaustive` (which scores every
+matching document and stays available as the reference). Bounds are compared with a relative
+margin of a few units in the last place per term, so float rounding can only keep a document
+longer, never drop one that belongs.
 """
 
 from __future__ import annotations
@@ -28,8 +41,10 @@ import os
 import re
 import shutil
 import sqlite3
+import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +52,7 @@ import numpy as np
 from envgym.environments.webshop.catalogue import Catalogue
 from envgym.environments.webshop.lexicon import STOP_WORDS
 
-from envgym.errors import NotAvailableError
+from envgym.errors import InvalidKwargsError, NotAvailableError
 from envgym.models import cache_dir as envgym_cache_dir
 
 __all__ = ["SEARCH_RETURN_N", "STOP_WORDS", "SearchIndex", "default_index_dir", "query_terms"]
@@ -53,6 +68,11 @@ _TOKENIZER = "porter unicode61 remove_diacritics 2"
 _K1 = 1.2
 _B = 0.75
 _TOKEN = re.compile(r"[0-9a-z]+")
+#: Relative margin per query term on bound comparisons: a float64 sum of n non-negative terms is
+#: within (n - 1) units of 2**-53 (relative) of the exact sum, whatever the order of the additions.
+_ULP = 2.0**-52
+#: Documents the first threshold is computed from (scored exactly), as a multiple of ``limit``.
+_PILOT = 2
 
 
 def default_index_dir(catalogue: Catalogue, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -146,7 +166,15 @@ def _write_impacts(con: sqlite3.Connection, n_docs: int, folder: Path) -> None:
     np.save(folder / "offsets.npy", starts)
     np.save(folder / "docs.npy", doc_ids)
     np.save(folder / "impacts.npy", impacts)
+    np.save(folder / "maxima.npy", _term_maxima(starts, impacts))
     (folder / "terms.json").write_text(json.dumps(terms))
+
+
+def _term_maxima(offsets: np.ndarray, impacts: np.ndarray) -> np.ndarray:
+    """Each term's largest score: the bound the pruned search works with (8 bytes per term)."""
+    if len(offsets) < 2:
+        return np.zeros(0)
+    return np.maximum.reduceat(impacts, offsets[:-1])
 
 
 def _valid(folder: Path, catalogue: Catalogue) -> bool:
@@ -184,20 +212,71 @@ def _stem(words: tuple[str, ...]) -> tuple[str, ...]:
     return _STEMMER.terms(words)
 
 
+@dataclass(frozen=True)
+class _Arrays:
+    """One index folder's impact arrays (memory-mapped, read-only) and what is derived from them."""
+
+    vocab: dict[str, int]
+    offsets: np.ndarray  # int64, len(vocab) + 1: term t's postings are [offsets[t], offsets[t + 1])
+    docs: np.ndarray  # int32 document ids, ascending within each term
+    impacts: np.ndarray  # float64 BM25 term scores, aligned with docs
+    maxima: np.ndarray  # float64 per term: its largest impact
+    n_docs: int
+
+    def postings(self, row: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = int(self.offsets[row]), int(self.offsets[row + 1])
+        return self.docs[lo:hi], self.impacts[lo:hi]
+
+
+def _check_limit(limit: Any) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, (int, np.integer)) or limit < 1:
+        raise InvalidKwargsError(
+            f"limit must be a positive int (results kept per search; WebShop keeps {SEARCH_RETURN_N}), got {limit!r}."
+        )
+    return int(limit)
+
+
+_NONE = (np.zeros(0, np.int32), np.zeros(0))
+
+
+def _top(ids: np.ndarray, scores: np.ndarray, limit: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``limit`` best ``ids`` and their scores, best first, ties by lower id."""
+    if len(ids) > limit:
+        keep = np.argpartition(-scores, limit - 1)[:limit]
+        cut = scores[keep].min()
+        keep = np.flatnonzero(scores >= cut)  # every document tied with the last kept one
+        ids, scores = ids[keep], scores[keep]
+    order = np.lexsort((ids, -scores))[:limit]
+    return ids[order], scores[order]
+
+
+def _impacts_at(docs: np.ndarray, impacts: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """The term's score in each of ``ids`` (ascending), 0.0 where it does not occur."""
+    pos = np.searchsorted(docs, ids)
+    np.minimum(pos, len(docs) - 1, out=pos)
+    return np.where(docs[pos] == ids, impacts[pos], 0.0)
+
+
 class SearchIndex:
     """Read-only BM25 search over one catalogue's index folder (see the module docstring).
 
     Build or open it with :meth:`for_catalogue`. :meth:`search` ranks with the impact arrays
-    (memory-mapped, so processes share them); :meth:`search_fts5` asks FTS5 itself (``ORDER BY
-    rank``, its ``bm25()``), which gives the same ranking and is the reference the tests compare
-    against, but takes 50-100 ms per query at 100,000 products against ~1 ms. Instances pickle as
-    their path and reopen the files in the receiving process.
+    (memory-mapped, so processes share them) and prunes with per-term score bounds;
+    :meth:`search_exhaustive` scores every matching document from the same arrays (same result,
+    slower on large catalogues); :meth:`search_fts5` asks FTS5 itself (``ORDER BY rank``, its
+    ``bm25()``), which gives the same ranking and is the reference the tests compare against, but
+    takes 50-100 ms per query at 100,000 products. Instances pickle as their path and reopen the
+    files in the receiving process.
     """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self._con: sqlite3.Connection | None = None
-        self._arrays: tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray, int] | None = None
+        self._arrays: _Arrays | None = None
+        # One dense float64 accumulator (8 bytes per product), reused and left all zero after each
+        # search; a search finding it in use (another thread) allocates its own.
+        self._scratch: np.ndarray | None = None
+        self._scratch_lock = threading.Lock()
 
     @classmethod
     def for_catalogue(cls, catalogue: Catalogue, cache_dir: str | os.PathLike[str] | None = None) -> SearchIndex:
@@ -215,46 +294,141 @@ class SearchIndex:
                 ) from err
         return cls(folder)
 
-    def _load(self) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray, int]:
+    def _load(self) -> _Arrays:
         if self._arrays is None:
             terms = json.loads((self.folder / "terms.json").read_text())
-            offsets = np.load(self.folder / "offsets.npy", mmap_mode="r")
-            docs = np.load(self.folder / "docs.npy", mmap_mode="r")
-            impacts = np.load(self.folder / "impacts.npy", mmap_mode="r")
+            # Plain ndarray views of the maps: slicing a np.memmap costs a Python-level __getitem__.
+            offsets = np.load(self.folder / "offsets.npy", mmap_mode="r").view(np.ndarray)
+            docs = np.load(self.folder / "docs.npy", mmap_mode="r").view(np.ndarray)
+            impacts = np.load(self.folder / "impacts.npy", mmap_mode="r").view(np.ndarray)
+            try:
+                maxima = np.load(self.folder / "maxima.npy")
+            except FileNotFoundError:  # an index written before the maxima were: derive them once
+                maxima = _term_maxima(offsets, impacts)
             n_docs = json.loads((self.folder / _META).read_text())["documents"]
-            self._arrays = ({t: i for i, t in enumerate(terms)}, offsets, docs, impacts, int(n_docs))
+            self._arrays = _Arrays({t: i for i, t in enumerate(terms)}, offsets, docs, impacts, maxima, int(n_docs))
         return self._arrays
 
-    def search(self, query: str, limit: int = SEARCH_RETURN_N) -> list[int]:
-        """Product indexes of the best ``limit`` matches of ``query``, best first (ties: lower index)."""
+    def _rows(self, query: str) -> tuple[_Arrays, list[int]]:
+        """The index arrays and the query's term rows, in query order (a repeated word repeats)."""
         words = tuple(query_terms(query))
         if not words:
-            return []
-        vocab, offsets, docs, impacts, n_docs = self._load()
-        rows = [vocab[t] for t in _stem(words) if t in vocab]
+            return self._load(), []
+        arrays = self._load()
+        return arrays, [arrays.vocab[t] for t in _stem(words) if t in arrays.vocab]
+
+    def search(self, query: str, limit: int = SEARCH_RETURN_N) -> list[int]:
+        """Product indexes of the best ``limit`` matches of ``query``, best first (ties: lower index).
+
+        Equal to :meth:`search_exhaustive` (the module docstring says how, and why exactly)."""
+        ids, _ = self.scored(query, limit)
+        return ids.tolist()
+
+    def search_exhaustive(self, query: str, limit: int = SEARCH_RETURN_N) -> list[int]:
+        """:meth:`search` without pruning: every document containing a query term is scored."""
+        ids, _ = self.scored(query, limit, exhaustive=True)
+        return ids.tolist()
+
+    def scored(
+        self, query: str, limit: int = SEARCH_RETURN_N, *, exhaustive: bool = False
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search`'s product indexes (int32) and their BM25 scores (float64), best first;
+        ``exhaustive=True`` scores every matching document instead of pruning (same arrays, bit for bit)."""
+        limit = _check_limit(limit)
+        arrays, rows = self._rows(query)
+        if exhaustive or len(set(rows)) <= 1:  # one list: nothing to prune against
+            return self._exhaustive(arrays, rows, limit)
+        shared = self._scratch_lock.acquire(blocking=False)
+        try:
+            if not shared:
+                scratch = np.zeros(arrays.n_docs)
+            else:
+                if self._scratch is None:
+                    self._scratch = np.zeros(arrays.n_docs)
+                scratch = self._scratch
+            return self._pruned(arrays, rows, limit, scratch)
+        finally:
+            if shared:
+                self._scratch_lock.release()
+
+    @staticmethod
+    def _exhaustive(arrays: _Arrays, rows: list[int], limit: int) -> tuple[np.ndarray, np.ndarray]:
         if not rows:
-            return []
+            return _NONE
         if len(rows) == 1:
-            r = rows[0]
-            ids = np.asarray(docs[offsets[r] : offsets[r + 1]])
-            scores = np.asarray(impacts[offsets[r] : offsets[r + 1]], dtype=np.float64)
-        else:
-            total = np.zeros(n_docs, dtype=np.float64)
-            for r in rows:
-                lo, hi = offsets[r], offsets[r + 1]
-                total[docs[lo:hi]] += impacts[lo:hi]  # a term lists each document once
-            ids = np.flatnonzero(total)
-            scores = total[ids]
-        if len(ids) > limit:
-            keep = np.argpartition(-scores, limit - 1)[:limit]
-            cut = scores[keep].min()
-            keep = np.flatnonzero(scores >= cut)  # every document tied with the last kept one
-            ids, scores = ids[keep], scores[keep]
-        order = np.lexsort((ids, -scores))[:limit]
-        return [int(i) for i in ids[order]]
+            ids, scores = arrays.postings(rows[0])
+            return _top(ids, scores, limit)
+        total = np.zeros(arrays.n_docs, dtype=np.float64)
+        for r in rows:
+            docs, impacts = arrays.postings(r)
+            total[docs] += impacts  # a term lists each document once
+        ids = np.flatnonzero(total)
+        return _top(ids, total[ids], limit)
+
+    @staticmethod
+    def _pruned(arrays: _Arrays, rows: list[int], limit: int, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """MaxScore over the impact arrays; ``scratch`` (all zero, n_docs long) is left all zero."""
+        weight: dict[int, int] = {}
+        for r in rows:  # a repeated word counts again: its bound and score are multiplied
+            weight[r] = weight.get(r, 0) + 1
+        terms = sorted(weight, key=lambda r: -float(arrays.maxima[r]) * weight[r])
+        lists = [arrays.postings(r) for r in terms]
+        bounds = [float(arrays.maxima[r]) * weight[r] for r in terms]
+        rest = [0.0] * len(terms)  # rest[j]: the bound of terms j+1.. together
+        for j in range(len(terms) - 2, -1, -1):
+            rest[j] = rest[j + 1] + bounds[j + 1]
+        margin = 1.0 + 8 * (len(rows) + 2) * _ULP
+        theta = 0.0  # a proven lower bound on the limit-th best score
+        best = np.inf  # the best exact score the last pilot found: theta will not pass it soon
+        touched: list[np.ndarray] = []
+        n_touched, essential = 0, len(terms)
+        try:
+            # 1. The essential terms, highest bound first: read in full, summed into scratch.
+            for j, (docs, impacts) in enumerate(lists):
+                fresh = docs[scratch[docs] == 0.0]  # impacts are > 0: a zero has not been seen
+                touched.append(fresh)
+                n_touched += len(fresh)
+                scratch[docs] += impacts * weight[terms[j]] if weight[terms[j]] > 1 else impacts
+                if j + 1 == len(terms) or n_touched < limit:
+                    continue
+                if rest[j] * margin >= theta and rest[j] < best:  # worth scoring a few documents exactly
+                    if len(touched) > 1:
+                        touched = [np.concatenate(touched)]
+                    pilot, best = _pilot(touched[0], scratch, lists, terms, weight, limit)
+                    theta = max(theta, pilot)
+                if rest[j] * margin < theta:  # a document outside these lists scores under theta
+                    essential = j + 1
+                    break
+            seen = touched[0] if len(touched) == 1 else np.concatenate(touched)
+            touched = [seen]
+            partial = scratch[seen]
+            if essential == len(terms) and len(seen) > limit:  # every term read: partial is the score
+                theta = max(theta, float(np.partition(partial, len(partial) - limit)[len(partial) - limit]))
+            # 2. The other terms, looked up for the documents whose bound still reaches theta.
+            keep = (partial + rest[essential - 1]) * margin >= theta
+            ids = np.sort(seen[keep])
+            partial = scratch[ids]
+            for j in range(essential, len(terms)):
+                docs, impacts = lists[j]
+                partial = partial + _impacts_at(docs, impacts, ids) * weight[terms[j]]
+                keep = (partial + rest[j]) * margin >= theta
+                ids, partial = ids[keep], partial[keep]
+        finally:
+            for part in touched:
+                scratch[part] = 0.0
+        # 3. Exact scores of the survivors, summed in query order as the exhaustive search does.
+        total = np.zeros(len(ids), dtype=np.float64)
+        looked: dict[int, np.ndarray] = {}
+        for r in rows:
+            if r not in looked:
+                looked[r] = _impacts_at(*arrays.postings(r), ids)
+            total += looked[r]
+        order = np.lexsort((ids, -total))[:limit]
+        return ids[order], total[order]
 
     def search_fts5(self, query: str, limit: int = SEARCH_RETURN_N) -> list[int]:
         """The same search answered by FTS5's own ``bm25()`` ranking (slow; the reference)."""
+        limit = _check_limit(limit)
         terms = query_terms(query)
         if not terms:
             return []
@@ -265,7 +439,7 @@ class SearchIndex:
             )
         match = " OR ".join(f'"{t}"' for t in terms)
         rows = self._con.execute(
-            "SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY rank, rowid LIMIT ?", (match, int(limit))
+            "SELECT rowid FROM docs WHERE docs MATCH ? ORDER BY rank, rowid LIMIT ?", (match, limit)
         )
         return [r[0] for r in rows]
 
@@ -274,11 +448,29 @@ class SearchIndex:
             self._con.close()
             self._con = None
         self._arrays = None
+        self._scratch = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {"folder": self.folder}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.folder = state["folder"]
-        self._con = None
-        self._arrays = None
+        self.__init__(state["folder"])  # type: ignore[misc]
+
+
+def _pilot(
+    seen: np.ndarray,
+    scratch: np.ndarray,
+    lists: list[tuple[np.ndarray, np.ndarray]],
+    terms: list[int],
+    weight: dict[int, int],
+    limit: int,
+) -> tuple[float, float]:
+    """A lower bound on the ``limit``-th best score, and the best score found: the documents with
+    the best partial sums so far, scored exactly."""
+    partial = scratch[seen]
+    k = min(len(seen), _PILOT * limit)
+    best = np.sort(seen[np.argpartition(partial, len(partial) - k)[len(partial) - k :]])
+    exact = np.zeros(len(best))
+    for (docs, impacts), r in zip(lists, terms):
+        exact += _impacts_at(docs, impacts, best) * weight[r]
+    return float(np.partition(exact, k - limit)[k - limit]), float(exact.max())

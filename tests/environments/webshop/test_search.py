@@ -1,0 +1,148 @@
+"""WebShop search: the pruned ranking (MaxScore over the impact arrays) is the exhaustive one.
+
+Scores are compared for equality, not within a tolerance: both paths add the same float64 term
+scores in the same (query) order, and the tie-break by product index depends on scores being
+bit-identical, so any drift would be a bug that changes rankings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+import threading
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+from envgym.agents.solvers.webshop import parse_instruction
+from envgym.environments.webshop.catalogue import Catalogue, GeneratedCatalogue, ListCatalogue, asin_of
+from envgym.environments.webshop.search import SearchIndex, query_terms
+
+from envgym.errors import InvalidKwargsError
+
+LIMITS = (1, 7, 50, 300)
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("webshop-search")
+
+
+def _vocabulary(catalogue: Catalogue) -> Counter[str]:
+    """Searchable words and the number of products each occurs in."""
+    df: Counter[str] = Counter()
+    for i in range(len(catalogue)):
+        df.update(set(query_terms(catalogue.product(i).search_text())))
+    return df
+
+
+def _queries(catalogue: Catalogue, rng: random.Random) -> list[str]:
+    """Agent-like queries and random ones: 1 to 40 words, rare and near-ubiquitous words, repeats."""
+    df = _vocabulary(catalogue)
+    words = sorted(df)
+    by_df = sorted(words, key=lambda w: (df[w], w))
+    rare = [w for w in by_df if df[w] <= 3] or by_df[:20]
+    common = by_df[-15:]  # in most products: bounds that barely differ, the hardest case to prune
+    n_goals = min(catalogue.n_goals(), 60)
+    queries = [parse_instruction(catalogue.goal(i).instruction)[0] for i in range(n_goals)]
+    queries += [catalogue.goal(i).instruction for i in range(0, n_goals, 6)]  # price clause included
+    queries += [catalogue.goal(i).query for i in range(0, n_goals, 3)]
+    for k in (1, 1, 2, 2, 3, 4, 5, 8, 13, 21, 40):
+        queries.append(" ".join(rng.choice(words) for _ in range(k)))
+        queries.append(" ".join(rng.choice(common) for _ in range(k)))
+        queries.append(" ".join([rng.choice(rare)] + [rng.choice(common) for _ in range(k)]))
+        queries.append(" ".join([rng.choice(rare) for _ in range(min(k, 4))] + [rng.choice(words) for _ in range(k)]))
+    word = rng.choice(words)
+    queries += [f"{word} {word} {rng.choice(words)}", f"{word} {rng.choice(words)} {word} {word}"]
+    queries += [" ".join(common), " ".join(common[-2:]), f"{rare[0]} {rare[-1]}", "zzzzqq " + common[0]]
+    return queries
+
+
+def _assert_pruned_is_exhaustive(index: SearchIndex, queries: list[str]) -> int:
+    """Check every query at every limit; return how many results were compared."""
+    compared = 0
+    for q in queries:
+        for limit in LIMITS:
+            ids, scores = index.scored(q, limit)
+            ref_ids, ref_scores = index.scored(q, limit, exhaustive=True)
+            assert ids.tolist() == ref_ids.tolist(), (q, limit)
+            assert scores.tolist() == ref_scores.tolist(), (q, limit)  # bit for bit: see the docstring
+            assert np.all(np.diff(scores) <= 0) and len(ids) <= limit
+            compared += len(ids)
+        assert index.search(q) == index.search_exhaustive(q) == index.scored(q)[0].tolist()
+    return compared
+
+
+@pytest.mark.parametrize("size", [300, 3000])
+def test_pruned_search_equals_exhaustive_on_generated_catalogues(cache: Path, size: int) -> None:
+    catalogue = GeneratedCatalogue(size, seed=size)
+    index = SearchIndex.for_catalogue(catalogue, cache)
+    queries = _queries(catalogue, random.Random(size))
+    compared = _assert_pruned_is_exhaustive(index, queries)
+    assert compared > 50 * len(queries)  # most queries do fill the results
+    for q in queries[:25:3]:  # and both agree with FTS5's own bm25() ranking
+        assert index.search(q) == index.search_fts5(q), q
+
+
+def test_ties_break_by_product_index_under_pruning(cache: Path) -> None:
+    # 400 products whose texts come from 6 templates: every score is shared by dozens of products,
+    # so the last results kept are decided by the tie-break alone.
+    base = GeneratedCatalogue(20, seed=3)
+    templates = [base.product(i) for i in range(6)]
+    rng = random.Random(0)
+    products = [dataclasses.replace(templates[rng.randrange(6)], asin=asin_of(i)) for i in range(400)]
+    catalogue = ListCatalogue(products, [base.goal(i) for i in range(6)], label="ties")
+    index = SearchIndex.for_catalogue(catalogue, cache)
+    queries = _queries(catalogue, random.Random(1))
+    _assert_pruned_is_exhaustive(index, queries)
+    q = " ".join(templates[0].title.split()[:4])
+    ids, scores = index.scored(q, 50)
+    assert len(set(scores.tolist())) < 10 and len(ids) == 50  # ties did happen
+    tied = scores == scores[-1]
+    assert ids[tied].tolist() == sorted(ids[tied].tolist())  # lower index first among equals
+
+
+def test_pruning_holds_across_many_searches_and_threads(cache: Path) -> None:
+    """The search reuses one accumulator: it must be left clean after each search, also when
+    threads search at once (a second searcher works on its own)."""
+    catalogue = GeneratedCatalogue(3000, seed=3000)
+    index = SearchIndex.for_catalogue(catalogue, cache)
+    queries = _queries(catalogue, random.Random(7))
+    expected = {q: index.search_exhaustive(q) for q in queries}
+    results: list[tuple[str, list[int]]] = []
+    errors: list[BaseException] = []
+
+    def work(offset: int) -> None:
+        try:
+            for q in queries[offset:] + queries[:offset]:
+                results.append((q, index.search(q)))
+        except BaseException as err:  # reported below, with the thread's traceback
+            errors.append(err)
+
+    threads = [threading.Thread(target=work, args=(k * 17,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 4 * len(queries)
+    assert all(got == expected[q] for q, got in results)
+
+
+def test_index_without_stored_maxima_derives_them(cache: Path, tmp_path: Path) -> None:
+    catalogue = GeneratedCatalogue(300, seed=300)
+    fresh = SearchIndex.for_catalogue(catalogue, tmp_path)
+    (fresh.folder / "maxima.npy").unlink()  # as an index written before the maxima were stored
+    old = SearchIndex(fresh.folder)
+    reference = SearchIndex.for_catalogue(catalogue, cache)
+    for q in _queries(catalogue, random.Random(3))[:40]:
+        assert old.search(q) == reference.search(q), q
+
+
+@pytest.mark.parametrize("limit", [0, -3, 2.5, "50", True, None])
+def test_bad_limit_is_refused(cache: Path, limit: object) -> None:
+    index = SearchIndex.for_catalogue(GeneratedCatalogue(300, seed=300), cache)
+    for method in (index.search, index.search_exhaustive, index.search_fts5):
+        with pytest.raises(InvalidKwargsError, match="limit must be a positive int"):
+            method("coffee", limit)  # type: ignore[arg-type]
