@@ -1,18 +1,36 @@
-"""Fixtures shared by several test modules."""
+"""Fixtures shared by several test modules, and what the suite needs to run on parallel workers.
+
+``scripts/test.sh`` runs the suite with pytest-xdist (``-n auto --dist loadgroup``). Tests are
+independent (``tmp_path``, ports chosen free, sandboxes and browsers per process), except where
+they share a fixture wider than one test: those are put in one ``xdist_group`` here, by node id,
+so that the fixture is built once, in one worker. See :func:`pytest_collection_modifyitems`.
+"""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+# Ray's memory monitor kills a worker whenever the whole machine's memory use passes 95%, whoever
+# holds it: on a machine where other jobs held the memory it killed the actors of the Ray tests,
+# which test envgym's pools, not the host's memory. The kernel's OOM killer still stops a runaway.
+os.environ.setdefault("RAY_memory_monitor_refresh_ms", "0")
+
+#: Fixture scopes wider than one test: the tests that use such a fixture of a module share a worker.
+_SHARED_SCOPES = {"class", "module", "package"}
+#: Session fixtures that hold a resource of the machine: every test that uses one runs in one worker.
+_SESSION_GROUPS = {"ray_instance": "ray"}
 
 
 @pytest.fixture(scope="session")
 def ray_instance() -> Iterator[Any]:
     """One local Ray (2 CPUs) for every Ray test of the session: starting Ray takes seconds.
 
-    A Ray that was already running is left running.
+    A Ray that was already running is left running. Under pytest-xdist every test that uses this
+    fixture runs in the same worker (group ``ray``), so one Ray starts per run, not one per worker.
     """
     ray = pytest.importorskip("ray")
     started = not ray.is_initialized()
@@ -21,3 +39,53 @@ def ray_instance() -> Iterator[Any]:
     yield ray
     if started:
         ray.shutdown()
+
+
+def _group_keys(item: pytest.Item) -> set[str]:
+    """What ``item`` shares with other tests: its module (a module-scoped fixture), a session resource."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return set()
+    # Autouse fixtures of a module are settings (torch threads, a toy id registered): each worker
+    # can apply them; a fixture a test asks for by name is shared data worth building once.
+    autouse = set(info.initialnames) - set(info.argnames)
+    keys = set()
+    for name in info.names_closure:
+        defs = info.name2fixturedefs.get(name)
+        if not defs:
+            continue
+        if name in _SESSION_GROUPS:
+            keys.add(_SESSION_GROUPS[name])
+        elif defs[-1].scope in _SHARED_SCOPES and name not in autouse:
+            keys.add(item.nodeid.split("::", 1)[0])
+    return keys
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that must share a worker with one ``xdist_group`` per connected set.
+
+    A module whose tests use a module-scoped fixture runs in one worker (the fixture is built
+    once); the tests of the Ray session fixture run in one worker (one Ray per run). A module that
+    does both joins the Ray group whole. Without ``--dist loadgroup`` the marks change nothing;
+    without pytest-xdist (``-p no:xdist``) none is added.
+    """
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    parent: dict[str, str] = {}
+
+    def find(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            parent[key] = parent[parent[key]]
+            key = parent[key]
+        return key
+
+    keyed = []
+    for item in items:
+        keys = sorted(_group_keys(item))
+        if keys:
+            keyed.append((item, keys[0]))
+            for other in keys[1:]:
+                parent[find(other)] = find(keys[0])
+    for item, key in keyed:
+        item.add_marker(pytest.mark.xdist_group(find(key)))

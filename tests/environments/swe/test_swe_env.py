@@ -7,6 +7,7 @@ Episodes run for real in the bwrap sandbox over the shipped manifest and the fet
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from envgym.agents.solvers.swe import Solver, fix_command
@@ -202,8 +203,16 @@ def test_the_docker_sandbox_plays_the_same_tasks() -> None:
         pytest.skip(f"no Docker sandbox here: {reason}")
     import docker
 
+    from envgym.sandbox.dockerbox import LABEL, OWNER_LABEL
+
     client = docker.from_env()
-    before = {c.id for c in client.containers.list(all=True)}
+
+    def ours() -> set[str]:
+        """This process's sandbox containers (parallel test workers run sandboxes of their own)."""
+        found = client.containers.list(all=True, filters={"label": LABEL})
+        return {c.id for c in found if c.labels.get(OWNER_LABEL, "").split(":")[-2:-1] == [str(os.getpid())]}
+
+    before = ours()
     env = envgym.make("envgym/SWE-v0", split="test", sandbox="docker").unwrapped
     try:
         for task_id in _sample("test", 2):
@@ -213,4 +222,4 @@ def test_the_docker_sandbox_plays_the_same_tasks() -> None:
             assert reward == 0.0 and info["reward_components"]["f2p_fraction_reward"] < 1.0
     finally:
         env.close()
-    assert {c.id for c in client.containers.list(all=True)} <= before
+    assert ours() <= before
