@@ -4,12 +4,12 @@ The agent applies the model's chat template to each episode's messages and sampl
 its own decoding loop (KV cache, left padding), not ``model.generate``, for three reasons the
 trainer relies on:
 
-* **Per-episode randomness.** Every episode draws its tokens from its own
-  :class:`torch.Generator`, seeded from (agent seed, episode seed, group member, turn). An
-  episode's reply does not depend on which other episodes share the batch, their order or the
-  micro-batch size, up to float rounding in batched matrix products (about 1e-5 in a log-prob),
-  which can change a token only when two candidates are that close (see
-  :func:`sample_next_tokens`).
+* **Per-episode randomness.** Every random number is counter-based (:mod:`envgym.agents.sampling`):
+  a function of (agent seed, episode seed, group member, turn), the decoding step and the
+  vocabulary index, computed on the model's device. An episode's reply does not depend on which
+  other episodes share the batch, their order or the micro-batch size, up to float rounding in
+  batched matrix products (about 1e-5 in a log-prob), which can change a token only when two
+  candidates are that close (see :func:`sample_next_tokens`).
 * **Exact records.** ``token_ids`` are the sampled ids (including the final stop token when one
   was sampled), ``prompt_token_ids`` the prompt ids as fed (no padding), and ``text`` is
   ``decode(token_ids)``.
@@ -48,9 +48,16 @@ their own, as the first words of the reply, and wrapped in ``<action>...</action
 input's stop strings hold ``</action>`` (the harness's action tags). Inputs without an action list (open action sets)
 decode freely.
 
-Sampling uses the exponential race (Gumbel-max trick): see :func:`sample_next_tokens`.
-Generators live on the model's device, so CPU and GPU runs of the same seeds draw different
-numbers.
+Sampling uses the exponential race (Gumbel-max trick): see :func:`sample_next_tokens`. The
+noise bits are the same on a CPU and a GPU for the same seeds (integer hashing); the logits are
+not bit-identical across devices, so replies agree except where two candidates nearly tie.
+Sampled ids and log-probs stay on the device until a call's decoding ends; each step brings
+back one small code per live row (stop token, length, or "the host must look": a token that
+could complete a stop string, or a reply walking the admissible-action trie).
+
+Runs recorded before the counter-based noise (envgym <= issue 35) drew from per-row
+``torch.Generator`` streams: the same seeds now sample different replies. Recorded runs and
+leaderboard bundles still verify, since verification replays the recorded actions.
 """
 
 from __future__ import annotations
@@ -65,11 +72,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envgym.agents.sampling import sample_next_tokens
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
 from envgym.models import adapter_agent_options, load_causal_lm, load_tokenizer
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
 
-__all__ = ["HFAgent", "sample_next_tokens"]
+__all__ = ["HFAgent", "sample_next_tokens", "threads_for_load"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,11 +88,12 @@ class _Row:
 
     prompt: list[int]
     limit: int
-    generator: Any
+    key: int  # the 63-bit counter key of this episode's turn (see envgym.agents.sampling)
     tokens: list[int]
     logprobs: list[float]
     sampling_logprobs: list[float]
     finish_reason: str | None = None
+    length: int = 0  # the reply's length once finished
     stop: tuple[str, ...] = ()
     stop_window: int = 0
     stop_string: str | None = None
@@ -179,6 +188,10 @@ class HFAgent(Agent):
             cached keys and values belong to the weights that computed them: after changing the
             weights of a live ``model_obj``, call :meth:`reset` (the runner calls it at the start
             of every run; the trainer builds a new agent for every rollout).
+        threads: torch threads for each call on a CPU. ``None`` (default): chosen at each call
+            from the load average (:func:`threads_for_load`; at most torch's thread count when
+            the agent was built), unless ``OMP_NUM_THREADS`` is set, which is then left alone.
+            Torch's setting is restored after every call.
     """
 
     chat = True
@@ -201,6 +214,7 @@ class HFAgent(Agent):
         name: str | None = None,
         prefix_cache: int = 256,
         choices: str | None = None,
+        threads: int | None = None,
     ) -> None:
         checks = [
             ("temperature", temperature, isinstance(temperature, int | float) and temperature >= 0, "a number >= 0"),
@@ -210,6 +224,7 @@ class HFAgent(Agent):
             ("batch_size", batch_size, isinstance(batch_size, int) and batch_size >= 1, "an int >= 1"),
             ("prefix_cache", prefix_cache, isinstance(prefix_cache, int) and prefix_cache >= 0, "an int >= 0"),
             ("seed", seed, isinstance(seed, int), "an int"),
+            ("threads", threads, threads is None or (isinstance(threads, int) and threads >= 1), "None or an int >= 1"),
             ("choices", choices, choices is None or choices in CHOICES, f"one of {', '.join(map(repr, CHOICES))}"),
         ]
         for arg, value, ok, expected in checks:
@@ -230,6 +245,12 @@ class HFAgent(Agent):
         self.batch_size = batch_size
         self.ignore_eos = ignore_eos
         self.prefix_cache = prefix_cache
+        # Torch threads per call on a CPU: fixed (an explicit argument or OMP_NUM_THREADS), or
+        # chosen from the load at each call, at most what torch had when the agent was built.
+        self.threads = threads
+        self._most_threads = torch.get_num_threads()
+        self._auto_threads = threads is None and not os.environ.get("OMP_NUM_THREADS")
+        self._last_threads = 0  # threads of the previous call (its share of the load average)
         if choices is None:
             choices = adapter_agent_options(self.model_spec).get("choices", "free") if model_obj is None else "free"
             if choices not in CHOICES:
@@ -259,6 +280,8 @@ class HFAgent(Agent):
         # transformers >= 5.24 names the KV cache argument (and output) ``cache``; older releases
         # ``past_key_values`` (now deprecated, with a FutureWarning per call).
         self._cache_name = "cache" if "cache" in forward else "past_key_values"
+        self._token_texts: list[str] | None = None  # each token id decoded alone (stop-string filter)
+        self._stop_masks: dict[tuple[tuple[str, ...], int], Any] = {}
         self._closed = False
 
     # ------------------------------------------------------------------ episode bookkeeping
@@ -282,17 +305,15 @@ class HFAgent(Agent):
         self._episodes.clear()
         self._prefixes.clear()
 
-    def _generator(self, item: AgentInput) -> Any:
-        """The episode's generator for this turn: same episode, seed, member and turn -> same draws.
+    def _key(self, item: AgentInput) -> int:
+        """The episode's sampling key for this turn: same episode, seed, member and turn -> same draws.
 
-        An episode that was never started (or started with seed ``None``) is seeded from its
+        An episode that was never started (or started with seed ``None``) is keyed from its
         episode id, so it is still reproducible.
         """
         seed, member = self._episodes.get(item.episode_id, (None, 0))
         episode_key: object = seed if seed is not None else ("id", zlib.crc32(item.episode_id.encode("utf-8")))
-        generator = self._torch.Generator(device=self.device)
-        generator.manual_seed(_mix_seed(self.seed, episode_key, member, item.turn))
-        return generator
+        return _mix_seed(self.seed, episode_key, member, item.turn)
 
     def _stop_ids(self) -> set[int]:
         """EOS ids of the generation config and tokenizer, plus the chat end-of-turn token."""
@@ -373,7 +394,7 @@ class HFAgent(Agent):
             # mid-reply), so the last len(bytes) ids hold any stop string just completed; the
             # margin covers a multi-byte character cut at the window's start.
             window = max((len(text.encode("utf-8")) for text in stop), default=0) + 4
-            row = _Row(prompt, limit, self._generator(item), [], [], [], stop=stop, stop_window=window)
+            row = _Row(prompt, limit, self._key(item), [], [], [], stop=stop, stop_window=window)
             row.prefix = self._system_prefix(item, prompt)
             row.choices = self._choices(item, limit)
             rows.append(row)
@@ -386,14 +407,42 @@ class HFAgent(Agent):
         model = self.model
         was_training = model.training
         model.eval()
+        torch = self._torch
+        previous_threads = torch.get_num_threads()
+        threads = self._call_threads()
+        if threads is not None:
+            torch.set_num_threads(threads)
         try:
-            with self._torch.inference_mode():
+            with torch.inference_mode():
                 for start in range(0, len(pending), self.batch_size):
                     self._generate([rows[i] for i in pending[start : start + self.batch_size]])
         finally:
+            if threads is not None:
+                torch.set_num_threads(previous_threads)
             if was_training:
                 model.train()
         return [self._output(row) for row in rows]
+
+    def _call_threads(self) -> int | None:
+        """Torch threads for this call (``None``: leave torch's setting alone).
+
+        On a CPU, unless fixed, from the 1-minute load average at the call: see
+        :func:`threads_for_load`. On a shared machine, threads that wait on each other's cores
+        cost far more than they bring (a batch took 7x longer with 2 threads than with 1 on a
+        2-core machine at load 6), and the load changes during a run."""
+        if self.device.type != "cpu":
+            return None
+        if not self._auto_threads:
+            return self.threads
+        try:
+            load = os.getloadavg()[0]
+        except (AttributeError, OSError):  # pragma: no cover - platforms without a load average
+            return None
+        threads = threads_for_load(load, os.cpu_count() or 1, self._last_threads, self._most_threads)
+        if threads != self._last_threads:
+            logger.debug("load average %.2f: %d torch threads", load, threads)
+        self._last_threads = threads
+        return threads
 
     def _choices(self, item: AgentInput, limit: int) -> tuple[tuple[int, ...], ...] | None:
         """The token ids of the replies ``item`` may get under ``choices="admissible"``, or
@@ -434,17 +483,43 @@ class HFAgent(Agent):
             extra=extra,
         )
 
-    def _stop_string_hit(self, row: _Row) -> str | None:
+    def _stop_string_hit(self, row: _Row, tail_ids: list[int]) -> str | None:
         """The first of the row's stop strings that its completion now contains, or ``None``.
 
-        Only the tail window is decoded: a stop string completed by an earlier token would have
-        ended the row then, so a new one must end within the last ``stop_window`` ids.
+        Only the tail window (``tail_ids``, the last ``stop_window`` ids) is decoded: a stop string
+        completed by an earlier token would have ended the row then.
         """
-        tail = self.tokenizer.decode(row.tokens[-row.stop_window :], skip_special_tokens=True)
+        tail = self.tokenizer.decode(tail_ids, skip_special_tokens=True)
         for text in row.stop:
             if text in tail:
                 return text
         return None
+
+    def _stop_string_tokens(self, stop: tuple[str, ...], vocab: int) -> Any:
+        """A ``[vocab]`` bool tensor of the tokens that can complete one of ``stop`` (on the device).
+
+        The token that completes a stop string spells its last character, or a byte of it (a
+        lone token of a multi-byte character decodes to U+FFFD), so only rows that drew such a
+        token need their tail decoded. Stop strings ending in whitespace (which a tokenizer may
+        drop from a token decoded alone) admit every token."""
+        torch = self._torch
+        key = (stop, vocab)
+        mask = self._stop_masks.get(key)
+        if mask is not None:
+            return mask
+        if self._token_texts is None:
+            known = min(vocab, len(self.tokenizer))
+            self._token_texts = self.tokenizer.batch_decode([[i] for i in range(known)], skip_special_tokens=True)
+        texts = self._token_texts
+        if any(not text or text[-1].isspace() for text in stop):
+            mask = torch.ones(vocab, dtype=torch.bool)
+        else:
+            last = {text[-1] for text in stop} | {"\ufffd"}
+            mask = torch.ones(vocab, dtype=torch.bool)  # ids the tokenizer does not know: checked
+            mask[: len(texts)] = torch.tensor([any(c in t for c in last) for t in texts], dtype=torch.bool)
+        mask = mask.to(self.device)
+        self._stop_masks[key] = mask
+        return mask
 
     def _forward(self, input_ids: Any, attention_mask: Any, position_ids: Any, cache: Any) -> tuple[Any, Any]:
         kwargs: dict[str, Any] = {}
@@ -596,13 +671,20 @@ class HFAgent(Agent):
         return cache
 
     def _generate(self, rows: list[_Row]) -> None:
-        """Decode ``rows`` together, filling in their tokens, log-probs and finish reasons."""
+        """Decode ``rows`` together, filling in their tokens, log-probs and finish reasons.
+
+        Sampled ids and log-probs stay on the device, in one ``[rows, longest limit]`` table each,
+        until every row has finished (one transfer at the end). Each step brings back one small
+        integer per live row saying what the host must look at: a stop token or the length limit
+        ended it, or it drew a token that could complete one of its stop strings (then its tail
+        is decoded), or it replies among admissible actions (the host keeps its trie walk).
+        """
         torch = self._torch
         device = self.device
         # Similar lengths of what must be prefilled (the prompt past any cached prefix) go together.
         rows = sorted(rows, key=lambda row: len(row.prompt) - row.prefix)  # the rows are filled in place
         # Equal prompts (a GRPO group: one task, several replies) are prefilled once and their
-        # logits and KV copied to each row; every row still draws with its own generator.
+        # logits and KV copied to each row; every row still draws with its own key.
         first: dict[tuple[int, ...], int] = {}
         owner = [first.setdefault(tuple(row.prompt), len(first)) for row in rows]
         if len(first) < len(rows):
@@ -614,49 +696,94 @@ class HFAgent(Agent):
         else:
             logits, cache, attention_mask, position_ids = self._prefill(rows)
         next_position = position_ids[:, -1:] + 1
-        active = list(range(len(rows)))  # row index of each batch line
+
+        n, vocab = len(rows), logits.shape[-1]
+        width = max(row.limit for row in rows)
+        out_tokens = torch.zeros((n, width), dtype=torch.long, device=device)
+        out_lp = torch.zeros((n, width), dtype=torch.float32, device=device)
+        out_slp = torch.zeros((n, width), dtype=torch.float32, device=device)
+        keys = torch.tensor([row.key for row in rows], dtype=torch.long, device=device)
+        limits = torch.tensor([row.limit for row in rows], dtype=torch.long, device=device)
+        stop_ids = torch.zeros(vocab, dtype=torch.bool)
+        if not self.ignore_eos:
+            stop_ids[[i for i in self.stop_token_ids if 0 <= i < vocab]] = True
+        stop_ids = stop_ids.to(device)
+        # What a row's drawn token asks of the host, per row: its stop strings' candidate tokens
+        # (set 0: none), and whether it walks the admissible-action trie (every step).
+        sets: dict[tuple[str, ...], int] = {(): 0}
+        row_set = [0 if self.ignore_eos else sets.setdefault(row.stop, len(sets)) for row in rows]
+        masks = [torch.zeros(vocab, dtype=torch.bool, device=device)]
+        masks += [self._stop_string_tokens(stop, vocab) for stop in list(sets)[1:]]
+        string_tokens = torch.stack(masks)
+        row_set_t = torch.tensor(row_set, dtype=torch.long, device=device)
+        # With ignore_eos nothing but the length ends a row; the trie walk still restricts the draw.
+        walks = torch.tensor([row.choices is not None for row in rows], dtype=torch.bool, device=device)
+        any_walk = bool(any(row.choices is not None for row in rows))
+
+        active = list(range(n))  # row index of each batch line
+        lines_t = torch.arange(n, device=device)  # the same, on the device
+        step = 0
         while True:
-            allowed = [rows[r].allowed(self.stop_token_ids) for r in active]
+            allowed = [rows[r].allowed(self.stop_token_ids) for r in active] if any_walk else None
             tokens, model_lp, sampling_lp = sample_next_tokens(
                 logits,
-                [rows[r].generator for r in active],
+                keys[lines_t],
+                step=step,
                 temperature=self.temperature,
                 top_k=self.top_k,
                 top_p=self.top_p,
-                allowed=allowed if any(a is not None for a in allowed) else None,
+                allowed=allowed if allowed and any(a is not None for a in allowed) else None,
             )
+            out_tokens[lines_t, step] = tokens
+            out_lp[lines_t, step] = model_lp
+            out_slp[lines_t, step] = sampling_lp
+            # 1: a stop token, 2: the length limit, 4: the host must look (stop string or trie).
+            look = string_tokens[row_set_t[lines_t], tokens] | walks[lines_t]
+            codes = stop_ids[tokens].long() + 2 * (limits[lines_t] <= step + 1).long() + 4 * look.long()
+            codes = codes.tolist()  # the step's one synchronisation
+            host = [line for line, code in enumerate(codes) if code & 4 and not code & 1]
+            if host:
+                start = max(0, step + 1 - max(rows[active[line]].stop_window for line in host))
+                chosen = lines_t[torch.tensor(host, dtype=torch.long, device=device)]
+                tails = out_tokens[chosen, start : step + 1].tolist()
             keep = []
             for line, r in enumerate(active):
-                row = rows[r]
-                token = int(tokens[line])
-                row.tokens.append(token)
-                row.logprobs.append(float(model_lp[line]))
-                row.sampling_logprobs.append(float(sampling_lp[line]))
-                if self.ignore_eos:
-                    stopped = False
-                elif token in self.stop_token_ids:
-                    stopped = True
-                else:
-                    row.stop_string = self._stop_string_hit(row) if row.stop else None
-                    stopped = row.stop_string is not None or row.chose()
+                row, code = rows[r], codes[line]
+                stopped = bool(code & 1)
+                if code & 4 and not stopped:
+                    tail = tails[host.index(line)]
+                    if row.choices is not None:
+                        row.tokens.append(tail[-1])  # the trie walk needs the reply so far
+                    if not self.ignore_eos:
+                        row.stop_string = self._stop_string_hit(row, tail[-row.stop_window :]) if row.stop else None
+                        stopped = row.stop_string is not None or row.chose()
                 if stopped:
                     row.finish_reason = "stop"
-                elif len(row.tokens) >= row.limit:
+                elif code & 2:
                     row.finish_reason = "length"
                 else:
                     keep.append(line)
+                if row.finish_reason is not None:
+                    row.length = step + 1
             if not keep:
-                return
-            step_ids = tokens.to(device).unsqueeze(-1)
+                break
+            step_ids = tokens.unsqueeze(-1)
             if len(keep) < len(active):
                 # Finished episodes leave the batch (their cache rows too): no compute on them.
                 index = torch.tensor(keep, dtype=torch.long, device=device)
                 _select_cache_rows(cache, index)
                 step_ids, attention_mask, next_position = step_ids[index], attention_mask[index], next_position[index]
+                lines_t = lines_t[index]
                 active = [active[line] for line in keep]
             attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(active), 1))], dim=-1)
             logits, cache = self._forward(step_ids, attention_mask, next_position, cache)
             next_position = next_position + 1
+            step += 1
+        tokens_all, lp_all, slp_all = out_tokens.tolist(), out_lp.tolist(), out_slp.tolist()  # the one transfer
+        for r, row in enumerate(rows):
+            row.tokens = tokens_all[r][: row.length]
+            row.logprobs = lp_all[r][: row.length]
+            row.sampling_logprobs = slp_all[r][: row.length]
 
 
 #: The ``choices`` modes: any reply, or one of the input's admissible actions.
@@ -667,6 +794,16 @@ MIN_PREFIX = 16
 PREFILL_PADDING = 0.10
 #: ... and at most this many positions (rows x longest prompt), which bounds the prefill's memory.
 PREFILL_POSITIONS = 16384
+
+
+def threads_for_load(load: float, cores: int, own: int, most: int) -> int:
+    """Torch threads for a call, given the 1-minute ``load`` average, the machine's ``cores``,
+    the threads this process ran with during the previous call (``own``, its share of that
+    load) and the ``most`` it may use: the cores the other processes leave free, rounded to
+    the nearest (the load average is a smoothed count of runnable threads), and one when they
+    leave less than one free."""
+    free = cores - max(0.0, load - own)
+    return max(1, min(most, cores, int(free + 0.5)))
 
 
 def _prefill_buckets(lengths: Sequence[int]) -> list[tuple[int, int]]:
@@ -708,73 +845,3 @@ def _stop_strings(item: AgentInput) -> tuple[str, ...]:
             f"(episode {item.episode_id!r})."
         )
     return tuple(s for s in stop if s)
-
-
-def sample_next_tokens(
-    logits: Any,
-    generators: Sequence[Any],
-    *,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    allowed: Sequence[Sequence[int] | None] | None = None,
-) -> tuple[Any, Any, Any]:
-    """Pick one token per line of ``logits`` (``[batch, vocab]``), line ``i`` drawing from ``generators[i]``.
-
-    Temperature 0 is greedy (argmax; the generators are not used). Otherwise the logits are
-    divided by ``temperature``, truncated to the ``top_k`` most likely tokens (0: no limit) and to
-    the smallest most-likely-first set whose probability reaches ``top_p`` (the most likely token
-    always stays), and a token is drawn by the exponential race (the Gumbel-max trick): token
-    ``argmax_i(log p_i - log E_i)`` with ``E_i ~ Exp(1)``, one per vocabulary entry from the line's
-    generator, is distributed exactly as ``p``. Unlike inverting a cumulative sum over the
-    vocabulary, whose ~50k boundaries each move with float rounding, the race only flips when the
-    two best scores are within rounding of each other, so a line's draw hardly ever depends on
-    the other lines of the batch.
-
-    ``allowed`` (one entry per line, ``None`` for no restriction) restricts a line to those token
-    ids before temperature and truncation: the draw (and argmax) is from the model distribution
-    renormalised over them.
-
-    Returns:
-        CPU tensors ``(tokens, model_logprobs, sampling_logprobs)``: the chosen ids; their
-        log-probability under ``log_softmax(logits)`` (temperature 1, no truncation); and under the
-        distribution they were drawn from (0.0 for greedy).
-    """
-    import torch
-
-    logits = logits.float()
-    model_lp_all = torch.log_softmax(logits, dim=-1)
-    restricted = allowed is not None and any(ids is not None for ids in allowed)
-    if restricted:
-        assert allowed is not None
-        keep = torch.ones_like(logits, dtype=torch.bool)
-        for line, ids in enumerate(allowed):
-            if ids is not None:
-                keep[line] = False
-                keep[line, torch.as_tensor(list(ids), dtype=torch.long, device=logits.device)] = True
-        logits = logits.masked_fill(~keep, float("-inf"))
-    if temperature == 0:
-        tokens = logits.argmax(dim=-1)
-        sampling_lp = torch.zeros(len(generators), dtype=torch.float32)
-    else:
-        scaled = logits / temperature if temperature != 1 else logits
-        vocab = scaled.shape[-1]
-        truncate = (0 < top_k < vocab) or top_p < 1.0
-        if truncate:
-            ranked, order = torch.sort(scaled, dim=-1, descending=True, stable=True)
-            drop = torch.zeros_like(ranked, dtype=torch.bool)
-            if 0 < top_k < vocab:
-                drop[:, top_k:] = True
-            if top_p < 1.0:
-                probs = torch.softmax(ranked.masked_fill(drop, float("-inf")), dim=-1)
-                mass_before = probs.cumsum(dim=-1) - probs  # mass of the more likely tokens
-                drop |= mass_before >= top_p
-            drop[:, 0] = False  # the most likely token always stays
-            scaled = scaled.masked_fill(torch.zeros_like(drop).scatter_(-1, order, drop), float("-inf"))
-        plain = temperature == 1 and not truncate and not restricted
-        log_probs = model_lp_all if plain else torch.log_softmax(scaled, dim=-1)
-        noise = torch.stack([torch.empty(vocab, device=logits.device).exponential_(generator=g) for g in generators])
-        tokens = (log_probs - noise.clamp_min(1e-30).log()).argmax(dim=-1)
-        sampling_lp = log_probs.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    model_lp = model_lp_all.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
-    return tokens.cpu(), model_lp.cpu(), sampling_lp.cpu()

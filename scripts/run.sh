@@ -25,17 +25,11 @@ read -r -a AGENTS <<<"${ENVGYM_AGENTS:-oracle random hf:smollm2 hf:smollm2+froze
 EG=.venv/bin/envgym
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1  # the bundled model is local; never reach a hub
 
-# On a machine whose cores are already busy, torch's default of one thread per core makes the
-# threads wait on each other: a batch of SmolLM2 replies took 7x longer with 2 threads than with 1 on a
-# 2-core machine at load 6. Use one thread then, unless OMP_NUM_THREADS is set.
-if [ -z "${OMP_NUM_THREADS:-}" ] && [ -r /proc/loadavg ]; then
-  load=$(cut -d' ' -f1 /proc/loadavg)
-  cores=$(nproc)
-  if awk -v l="$load" -v n="$cores" 'BEGIN { exit !(l >= n) }'; then
-    export OMP_NUM_THREADS=1
-    echo "load average $load on $cores cores: torch runs with OMP_NUM_THREADS=1" >&2
-  fi
-fi
+# Torch threads: the hf agent picks them at each call from the load average (one thread when
+# other processes leave less than a core free: a batch of SmolLM2 replies took 7x longer with 2
+# threads than with 1 on a 2-core machine at load 6), so a run that starts on a busy machine
+# speeds up when it quietens and the other way round. OMP_NUM_THREADS, when set, fixes them.
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)" >&2
 
 # shellcheck source=scripts/_agents.sh
 source scripts/_agents.sh

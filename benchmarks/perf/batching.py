@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         if not bucketed:
             hf_module.PREFILL_PADDING, hf_module.PREFILL_POSITIONS = float("inf"), 10**12
         try:
-            rows = [_Row(p, args.new_tokens, torch.Generator().manual_seed(i), [], [], []) for i, p in enumerate(batch)]
+            rows = [_Row(p, args.new_tokens, i, [], [], []) for i, p in enumerate(batch)]  # key i
             prefill_s = 0.0
             prefill = agent._prefill
 

