@@ -9,7 +9,14 @@ or load: animations, countdowns and delayed widgets are functions of the actions
 makes seeded episodes repeat exactly. ``__envgymClock.reset()`` puts the time back to the epoch
 and drops every pending callback (a fast episode reset). ``frame()`` waits for one real
 rendering frame, so that events Chromium dispatches with frames (scroll events, hover updates)
-have run before the page is read. The init script also stops real-time sources the page does not
+have run before the page is read; ``framePending()`` says whether such an event can be pending
+at all, so that a reader waits for a frame only then (a frame is 16 ms of real time, more than the
+rest of a step on a quiet page): when the page listens to an event Chromium dispatches with frames
+(``scroll``, ``wheel``, ``resize``, CSS animation and transition events, ``selectionchange``) or
+observes sizes or intersections (``ResizeObserver``, ``IntersectionObserver``), and when the
+element under the pointer is no longer the one the last real mouse event went to (Chromium then
+moves the hover, with its ``mouseover``/``mouseout`` events and ``:hover`` styles, at the next
+frame). The init script also stops real-time sources the page does not
 own: scroll restoration after a reload, native spin buttons' auto-repeat. CSS animations and transitions are not
 JavaScript timers; pages are opened with ``reduced_motion="reduce"``.
 """
@@ -71,6 +78,45 @@ VIRTUAL_CLOCK_JS = """
   window.requestIdleCallback = (fn) => add(() => fn({didTimeout: false, timeRemaining: () => 50}), 1, [], false);
   window.cancelIdleCallback = clear;
   try { performance.now = () => now - EPOCH; } catch (e) {}
+  // What the next rendering frame could change (framePending): listeners of the events Chromium
+  // dispatches with frames, size/intersection observers, and the hover, which follows the element
+  // under the pointer (tracked from the real mouse events, in the capture phase, before the page's).
+  const FRAME_EVENTS = new Set(['scroll', 'scrollend', 'wheel', 'mousewheel', 'resize', 'selectionchange',
+                                'transitionrun', 'transitionstart', 'transitionend', 'transitioncancel',
+                                'animationstart', 'animationend', 'animationiteration', 'animationcancel']);
+  const FRAME_HANDLERS = '[onscroll],[onwheel],[onmousewheel],[onresize],[ontransitionend],[onanimationend],'
+                         + '[onanimationstart],[onanimationiteration],[onselectionchange]';
+  let frameListeners = false;
+  const realAdd = EventTarget.prototype.addEventListener;
+  EventTarget.prototype.addEventListener = function (type, ...rest) {
+    if (FRAME_EVENTS.has(String(type).toLowerCase())) frameListeners = true;
+    return realAdd.call(this, type, ...rest);
+  };
+  for (const proto of [HTMLElement.prototype, SVGElement.prototype, Document.prototype, window]) {
+    for (const type of FRAME_EVENTS) {
+      const d = Object.getOwnPropertyDescriptor(proto, 'on' + type);
+      if (!d || !d.set || !d.configurable) continue;
+      Object.defineProperty(proto, 'on' + type, {
+        configurable: true, enumerable: d.enumerable, get: d.get,
+        set: function (v) { if (v) frameListeners = true; return d.set.call(this, v); },
+      });
+    }
+  }
+  for (const name of ['ResizeObserver', 'IntersectionObserver']) {
+    const Real = window[name];
+    if (typeof Real !== 'function') continue;
+    window[name] = class extends Real { constructor(...args) { super(...args); frameListeners = true; } };
+  }
+  let pointer = null;  // {x, y, target} of the last real mouse event
+  const track = (e) => { if (e.isTrusted) pointer = {x: e.clientX, y: e.clientY, target: e.target}; };
+  for (const type of ['mousemove', 'mouseover', 'mousedown', 'mouseup']) {
+    realAdd.call(window, type, track, {capture: true, passive: true});
+  }
+  function framePending() {
+    if (frameListeners || document.querySelector(FRAME_HANDLERS) !== null) return true;
+    if (pointer === null) return false;  // no real pointer over this document yet: no hover to move
+    return document.elementFromPoint(pointer.x, pointer.y) !== pointer.target;
+  }
   function advance(ms) {
     const target = now + Math.max(0, Number(ms) || 0);
     let fired = 0;
@@ -102,6 +148,8 @@ VIRTUAL_CLOCK_JS = """
         const tick = () => { if (--left <= 0) resolve(true); else realFrame(tick); };
         realFrame(tick);
       }),
+      // whether a rendering frame could dispatch events or move the hover (see the module's doc)
+      framePending: framePending,
       reset: () => { now = EPOCH; timers.clear(); seq = 0; },
     }),
     enumerable: false,

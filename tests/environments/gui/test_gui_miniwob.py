@@ -289,6 +289,24 @@ def test_fast_reset_equals_a_fresh_page(task: str) -> None:
         fast.close()
 
 
+def test_form_sequence_3_plays_the_same_in_every_env() -> None:
+    """Issue 37: same seed, same click(4) on an option; the first env of a process loaded the page
+    and opened Selectric's list, the next ones took that page back from the pool and, after a fast
+    reset, did not. The task now starts every episode from a fresh load."""
+    assert "form-sequence-3" in MiniWoBEnv.RELOAD_TASKS
+    seen = []
+    for _ in range(3):
+        env = MiniWoBEnv(task="form-sequence-3")
+        try:
+            env.reset(seed=0)
+            obs, *_ = env.step("click(4)")
+            seen.append(obs)
+        finally:
+            env.close()
+    assert seen[0] == seen[1] == seen[2]
+    assert 'option "5ft 10in", selected' in seen[0]
+
+
 def test_reload_tasks_are_real_tasks() -> None:
     assert MiniWoBEnv.RELOAD_TASKS <= set(MINIWOB_TASKS)
 
