@@ -101,7 +101,7 @@ def _check_limit(invalid_limit: Any) -> int:
 def _number(value: Any) -> float | str:
     """A finite contribution from one agent's action, or why it is not one."""
     if type(value) is np.ndarray and value.size == 1 and value.dtype.kind == "f":  # the usual case, fast
-        number = float(value.reshape(-1)[0])
+        number = float(value.item())
         return number if math.isfinite(number) else f"expected a finite number, got {number!r}"
     if isinstance(value, (str, bytes, bytearray, Mapping)) or value is None or isinstance(value, bool):
         return f"expected a number (the contribution), got {type(value).__name__} {value!r:.60}"
@@ -422,6 +422,8 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
     def _infos(
         self, valid: Mapping[int, bool], rewards: np.ndarray, payoffs: np.ndarray, problems: Mapping[int, str]
     ) -> dict[str, dict[str, Any]]:
+        """Every agent's ``info``: envgym's standard keys (what ``envgym.multiagent.agent_info``
+        builds, written out: this runs every round) and the round's numbers; fresh containers."""
         episode = self._episode
         task = episode.task()
         numbers = episode.numbers()
@@ -433,21 +435,21 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
         reasons = {self.possible_agents[j]: why for j, why in problems.items()} if problems else None
         infos = {}
         for agent, i in self._index.items():
-            info = agent_info(
-                task,
-                admissible_actions=None,
-                action_valid=valid.get(i, True),
-                reward_components={"payoff_reward": payoff_list[i], "social_reward": social[i]},
-                success=success,
-                termination_reason=episode.reason,
-                turn=turn,
-                invalid_actions=episode.invalid[i],
-                rewards=list(reward_list),
-                payoffs=list(payoff_list),
-                agent=agent,
-                own_action=own[i],
+            info = {
+                "task": dict(task),
+                "admissible_actions": None,
+                "action_valid": valid.get(i, True),
+                "reward_components": {"payoff_reward": payoff_list[i], "social_reward": social[i]},
+                "success": success,
+                "termination_reason": episode.reason,
+                "turn": turn,
+                "invalid_actions": episode.invalid[i],
+                "rewards": list(reward_list),
+                "payoffs": list(payoff_list),
+                "agent": agent,
+                "own_action": own[i],
                 **numbers,
-            )
+            }
             if reasons is not None:
                 info["invalid_reason"] = dict(reasons)
             infos[agent] = info
@@ -475,7 +477,7 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
         for agent in actions:
             if agent not in self._index:
                 raise unknown_agent(agent, self.possible_agents)
-        contributions = np.zeros(self.game.n_agents, dtype=np.float32)
+        contributions: list[float] = []
         problems: dict[int, str] = {}
         for agent, i in self._index.items():
             if agent not in actions:
@@ -485,33 +487,28 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
             if isinstance(number, str):
                 problems[i] = number
             else:
-                contributions[i] = number
-        zeros = np.zeros(self.game.n_agents, dtype=np.float32)
+                contributions.append(number)
         if problems:
             episode.invalid_round(problems)
-            rewards, payoffs = zeros, zeros
+            rewards = payoffs = np.zeros(self.game.n_agents, dtype=np.float32)
             terminated, truncated = episode.over, False
         else:
-            result = episode.play(contributions)
+            result = episode.play(np.array(contributions, dtype=np.float32))
             rewards, payoffs = result.rewards, result.payoffs
             terminated = result.terminated
             truncated = result.truncated and not terminated
         valid = {i: i not in problems for i in range(self.game.n_agents)}
         infos = self._infos(valid, rewards, payoffs, problems)
-        live = list(self.agents)
         observations = self._observations()
-        reward_map = {a: float(rewards[self._index[a]]) for a in live}
+        reward_map = dict(zip(self.possible_agents, rewards.tolist(), strict=True))
+        live = self.agents  # every agent until the episode ends (then all leave at once)
+        if len(live) < len(self.possible_agents):
+            observations, reward_map, infos = ({a: d[a] for a in live} for d in (observations, reward_map, infos))
         terminations = dict.fromkeys(live, bool(terminated))
         truncations = dict.fromkeys(live, bool(truncated))
         if terminated or truncated:
             self.agents = []
-        return (
-            {a: observations[a] for a in live},
-            reward_map,
-            terminations,
-            truncations,
-            {a: infos[a] for a in live},
-        )
+        return observations, reward_map, terminations, truncations, infos
 
     def state(self) -> np.ndarray:
         """The joint observation (what :class:`CoopEnv` observes)."""

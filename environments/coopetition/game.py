@@ -34,11 +34,13 @@ trust in float64), so envgym's numbers match it to float32 rounding.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from operator import itemgetter
 from typing import Any, ClassVar
 
 import numpy as np
+from envgym.environments.coopetition.pair import PairConstants, clip_pair, f32x2, mean32, play_pair, trust_step
 
 from envgym.errors import ConfigError
 
@@ -65,6 +67,19 @@ MECHANISMS: dict[str, str] = {
 EPSILON = 1e-10
 #: Games with at most this many agents update trust pair by pair in Python floats (faster there).
 SMALL_GAME = 4
+#: What :func:`.pair.play_pair` computes in place of these methods: a subclass that overrides one
+#: plays its two-agent rounds with the array code.
+_PAIR_ARITHMETIC: tuple[str, ...] = (
+    "clip",
+    "private_payoffs",
+    "utility_weights",
+    "effective_trust",
+    "integrated_utilities",
+    "_mode_from_payoffs",
+    "_scaled",
+    "play",
+    "_round",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,22 +220,12 @@ class TrustParams:
         order (so the same numbers), without numpy's per-call cost on tiny matrices."""
         signals = self.signals(actions, baselines).tolist()
         t, r, amp = trust.tolist(), reputation.tolist(), amplification.tolist()
-        lp, lm, mu, heal = self.lambda_plus, self.lambda_minus, self.mu_R, self.delta_R
         n = len(t)
         for i in range(n):
             t_row, r_row, amp_row = t[i], r[i], amp[i]
             for j in range(n):
-                if i == j:
-                    continue
-                s, tij, rij = signals[j], t_row[j], r_row[j]
-                ceiling = 1.0 - rij
-                if s > 0:
-                    d_trust = (lp * s) * max(0.0, min(1.0 - tij, ceiling - tij))
-                else:
-                    d_trust = (lm * s) * tij * amp_row[j]
-                d_rep = (mu * -s) * ceiling if s < 0 else -heal * rij
-                t_row[j] = min(max(tij + d_trust, 0.0), ceiling)
-                r_row[j] = min(max(rij + d_rep, 0.0), 1.0)
+                if i != j:
+                    t_row[j], r_row[j] = trust_step(self, signals[j], t_row[j], r_row[j], amp_row[j])
         return np.array(t), np.array(r)
 
 
@@ -405,13 +410,22 @@ class Game:
         self._off_diagonal = ~np.eye(n, dtype=bool)
         self._others = [np.array([j for j in range(n) if j != i], dtype=np.intp) for i in range(n)]
         self._plans: dict[ObservationConfig, list[np.ndarray]] = {}
+        # The two-agent observations: the last config asked for and its index pickers (:meth:`observe_all`).
+        self._pickers: tuple[ObservationConfig | None, list[Callable[[list[float]], tuple[float, ...]]]] = (None, [])
         self.value = value or ValueParams()
         self.trust_params = trust
         self._amplification = None if trust is None else (1 + trust.xi * self.D).astype(np.float32)
-        self._value_parts: tuple[np.ndarray, np.ndarray, float] | None = None
+        self._value_parts: tuple[np.ndarray, float] | None = None
         self.reward_mode = reward_mode
         self.normalize = normalize
         self.reward_scale = float(reward_scale)
+        # Two agents play their rounds in Python floats (:mod:`.pair`, the same numbers) unless a
+        # subclass changes the arithmetic that path replaces. The parameters are fixed from here on.
+        cls = type(self)
+        self._pair = n == 2 and all(getattr(cls, name) is getattr(Game, name) for name in _PAIR_ARITHMETIC)
+        self._pair_constants = PairConstants.of(self) if self._pair else None
+        self._has_collective = cls.collective_modifier is not Game.collective_modifier
+        self._has_reciprocity = cls.reciprocity_modifier is not Game.reciprocity_modifier
         self.rng = np.random.default_rng(0)
         self.step_count = 0
         self.history: list[np.ndarray] = []
@@ -438,10 +452,14 @@ class Game:
 
     def mean_trust(self) -> float:
         """Mean off-diagonal trust (1.0 with trust off or one agent)."""
+        if self.n_agents == 2:
+            return (self.trust.item(1) + self.trust.item(2)) / 2  # numpy's sum in row order, then / 2
         return _mean(self.trust[self._off_diagonal]) if self.n_agents > 1 else 1.0
 
     def mean_reputation_damage(self) -> float:
         """Mean off-diagonal reputation damage."""
+        if self.n_agents == 2:
+            return (self.reputation.item(1) + self.reputation.item(2)) / 2
         return _mean(self.reputation[self._off_diagonal]) if self.n_agents > 1 else 0.0
 
     def effective_trust(self) -> np.ndarray:
@@ -453,16 +471,16 @@ class Game:
         """``pi_i`` per agent (float64 holding float32 values, as the reference)."""
         individual = self.value.individual(actions)
         synergy = self.value.synergy(actions)
-        self._value_parts = (actions, individual, synergy)
+        self._value_parts = (actions, float(np.add.reduce(individual) + self.value.gamma * synergy))
         payoffs = (self.endowments - actions) + individual + self.alpha * (self.value.gamma * synergy)
         return payoffs.astype(np.float64)
 
     def total_value(self) -> float:
         """Total value created by the current contributions: ``sum_i f(a_i) + gamma * g(a)``."""
-        parts = getattr(self, "_value_parts", None)
+        parts = self._value_parts  # (the actions, their total value) of the last payoffs computed
         if parts is None or parts[0] is not self.actions:
             return self.value.total(self.actions)
-        return float(np.add.reduce(parts[1]) + self.value.gamma * parts[2])
+        return parts[1]
 
     def utility_weights(self) -> np.ndarray:
         """``w_ij``: ``min(T_ij, 1 - R_ij) * D_ij`` with trust on, else ``D_ij`` (float32, zero diagonal)."""
@@ -514,10 +532,23 @@ class Game:
 
     def clip(self, actions: np.ndarray) -> np.ndarray:
         """Contributions clipped to ``[0, e_i]`` (float32)."""
+        if self._pair:
+            c = self._pair_constants
+            clipped = clip_pair(actions, c.e0, c.e1)
+            if clipped is not None:
+                return np.array(clipped, dtype=np.float32)
         return np.clip(np.asarray(actions, dtype=np.float32), 0.0, self.endowments)
 
     def play(self, actions: np.ndarray) -> StepResult:
         """The reference's round (``process_actions``): clip, history, trust, rewards, modifiers, end."""
+        return StepResult(*self._round(actions))
+
+    def _round(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool, bool]:
+        """:meth:`play`'s rewards, payoffs, terminated and truncated (two agents: :func:`.pair.play_pair`)."""
+        played = play_pair(self, actions) if self._pair else None
+        if played is not None:
+            self.step_count += 1
+            return played[0], played[1], bool(self.terminated()), self.step_count >= self.max_steps
         actions = self.clip(actions)
         self.history.append(actions.copy())
         self.actions = actions
@@ -540,7 +571,7 @@ class Game:
             rewards[i] *= factor
             payoffs[i] *= factor
         self.step_count += 1
-        return StepResult(rewards, payoffs, bool(self.terminated()), self.step_count >= self.max_steps)
+        return rewards, payoffs, bool(self.terminated()), self.step_count >= self.max_steps
 
     def step(self, actions: np.ndarray) -> StepResult:
         """One round as the reference's Gymnasium ``step``: :meth:`play` plus ``info``.
@@ -548,20 +579,27 @@ class Game:
         Subclasses that count or record per round override this, call ``super().step`` and add
         to the result's ``info``, as the reference's environments do.
         """
-        result = self.play(actions)
+        rewards, payoffs, terminated, truncated = self._round(actions)
         info = self.legacy_info()
         info["actions"] = self.actions.copy()
-        return StepResult(result.rewards, result.payoffs, result.terminated, result.truncated, info)
+        return StepResult(rewards, payoffs, terminated, truncated, info)
 
     def legacy_info(self) -> dict[str, Any]:
         """The reference's ``info`` (its ``_get_legacy_info``)."""
+        actions = self.actions
+        if self._pair and actions.dtype == np.float32:  # numpy's float32 means, in Python floats
+            a0, a1 = actions.tolist()
+            c = self._pair_constants
+            mean_cooperation, cooperation_rate = mean32([a0, a1]), mean32(f32x2(a0 / c.e0, a1 / c.e1))
+        else:
+            mean_cooperation, cooperation_rate = _mean(actions), _mean(actions / self.endowments)
         return {
             "step": self.step_count,
             "mean_trust": self.mean_trust(),
             "mean_reputation_damage": self.mean_reputation_damage(),
             "total_value": self.total_value(),
-            "mean_cooperation": _mean(self.actions),
-            "cooperation_rate": _mean(self.actions / self.endowments),
+            "mean_cooperation": mean_cooperation,
+            "cooperation_rate": cooperation_rate,
         }
 
     def legacy_observation(self) -> np.ndarray:
@@ -588,10 +626,22 @@ class Game:
         reputation, ``D``, each agent's mean reputation damage, step over horizon), so each agent's
         observation is one indexing of it.
         """
-        plan = self._plans.get(config)
-        if plan is None:
-            plan = self._plans[config] = self._plan(config)
+        if self._pair:  # the same state vector as a list of Python floats (float32 when made an array)
+            if config is not self._pickers[0]:
+                self._pickers = (config, [_picker(idx.tolist()) for idx in self._plan_of(config)])
+            r = self.reputation.ravel().tolist()
+            state = [
+                *self.actions.tolist(),
+                *self.trust.ravel().tolist(),
+                *r,
+                *self.D.ravel().tolist(),
+                (r[0] + r[1]) / 2,
+                (r[2] + r[3]) / 2,
+                self.step_count / self.max_steps,
+            ]
+            return [np.array(pick(state), dtype=np.float32) for pick in self._pickers[1]]
         n = self.n_agents
+        plan = self._plan_of(config)
         state = np.concatenate(
             [
                 self.actions,
@@ -603,6 +653,12 @@ class Game:
             ]
         )
         return [state[idx].astype(np.float32) for idx in plan]
+
+    def _plan_of(self, config: ObservationConfig) -> list[np.ndarray]:
+        plan = self._plans.get(config)
+        if plan is None:
+            plan = self._plans[config] = self._plan(config)
+        return plan
 
     def _plan(self, config: ObservationConfig) -> list[np.ndarray]:
         n = self.n_agents
@@ -648,6 +704,14 @@ class Game:
             "normalize": self.normalize,
             "reward_scale": self.reward_scale,
         }
+
+
+def _picker(indices: list[int]) -> Callable[[list[float]], tuple[float, ...]]:
+    """A function picking ``indices`` out of a list, always as a tuple (``itemgetter`` of one index is not)."""
+    if len(indices) == 1:
+        (only,) = indices
+        return lambda values: (values[only],)
+    return itemgetter(*indices)
 
 
 def _mean(values: np.ndarray) -> float:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import numpy as np
 from envgym.environments.coopetition._checks import flag, integer, number
 from envgym.environments.coopetition.game import Game, StepResult, TrustParams, ValueParams, symmetric
+from envgym.environments.coopetition.pair import f32
 
 from envgym.errors import ConfigError
 
@@ -90,14 +91,14 @@ class PartnerHoldUp(Game):
 
     def legacy_info(self) -> dict[str, Any]:
         info = super().legacy_info()
-        info["trust_asymmetry"] = float(self.trust[1, 0] - self.trust[0, 1])
+        info["trust_asymmetry"] = self.trust.item(1, 0) - self.trust.item(0, 1)
         info["power_asymmetry"] = self.power_asymmetry
         info["strong_agent_payoff"] = 0
         info["weak_agent_payoff"] = 0
         return info
 
     def terminated(self) -> bool:
-        return bool(self.trust[1, 0] < 0.10)
+        return self.trust.item(1, 0) < 0.10
 
 
 class PlatformEcosystem(Game):
@@ -324,11 +325,16 @@ class SynergySearch(Game):
         )
         self.true_gamma = self.value.gamma
         self.reward_history: list[np.ndarray] = []
+        # The rewards so far as one float32 block (what np.sum and np.var make of the list) and
+        # their running column sums (numpy sums the rows of a two-column block one after another).
+        self._reward_rows = np.empty((max_steps, 2), dtype=np.float32)
+        self._reward_sums = [0.0, 0.0]
 
     def reset(self, seed: Any) -> None:
         super().reset(seed)
         self.set_gamma(self.rng.uniform(*self.gamma_range))
         self.reward_history = []
+        self._reward_sums = [0.0, 0.0]
 
     def set_gamma(self, gamma: float) -> None:
         """Make ``gamma`` the hidden synergy weight of this episode."""
@@ -345,12 +351,20 @@ class SynergySearch(Game):
 
     def step(self, actions: np.ndarray) -> StepResult:
         result = super().step(actions)
-        self.reward_history.append(result.rewards.copy())
+        rewards = result.rewards.copy()
+        self.reward_history.append(rewards)
+        t = len(self.reward_history)
+        if t > len(self._reward_rows):  # max_steps rows; the engine itself can be stepped past them
+            self._reward_rows = np.concatenate([self._reward_rows, np.empty_like(self._reward_rows)])
+        self._reward_rows[t - 1] = rewards
+        r0, r1 = rewards.tolist()
+        s0, s1 = self._reward_sums
+        self._reward_sums = [r0, r1] if t == 1 else [f32(s0 + r0), f32(s1 + r1)]
         result.info["true_gamma"] = self.true_gamma if self.reveal_gamma_in_obs else None
         result.info["gamma_type"] = "high" if self.true_gamma > 0.6 else "low"
-        result.info["cumulative_rewards"] = np.sum(self.reward_history, axis=0).tolist()
-        if len(self.reward_history) > 3:
-            result.info["reward_variance"] = float(np.var(self.reward_history))
+        result.info["cumulative_rewards"] = list(self._reward_sums)
+        if t > 3:
+            result.info["reward_variance"] = _variance32(self._reward_rows[:t])
         return result
 
     def legacy_observation(self) -> np.ndarray:
@@ -358,6 +372,18 @@ class SynergySearch(Game):
         if not self.reveal_gamma_in_obs:
             return base
         return np.concatenate([base, [self.true_gamma]]).astype(np.float32)
+
+
+def _variance32(rows: np.ndarray) -> float:
+    """``float(np.var(rows))`` of a C-contiguous float32 block, without ``np.var``'s dispatch: the same
+    pairwise float32 sums and float64 divisions by the count, in the same order."""
+    count = np.intp(rows.size)
+    mean = np.add.reduce(rows, axis=None, keepdims=True)
+    np.true_divide(mean, count, out=mean, casting="unsafe")
+    deviations = np.subtract(rows, mean)
+    np.square(deviations, out=deviations)
+    total = np.add.reduce(deviations, axis=None)
+    return float(np.float32(total / count))
 
 
 class RenaultNissan(Game):

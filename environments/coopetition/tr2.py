@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 from envgym.environments.coopetition._checks import flag, integer, number
 from envgym.environments.coopetition.game import Game, StepResult, TrustParams, ValueParams, symmetric
+from envgym.environments.coopetition.pair import f32
 
 from envgym.errors import ConfigError
 
@@ -75,9 +76,10 @@ class TrustDilemma(Game):
         self.defections = [0, 0]
 
     def step(self, actions: np.ndarray) -> StepResult:
-        raw = np.asarray(actions, dtype=np.float32)  # the reference counts before clipping
+        raw = np.asarray(actions, dtype=np.float32).tolist()  # the reference counts before clipping
+        baselines = self.baselines.tolist()
         for i in range(2):
-            if raw[i] >= self.baselines[i]:
+            if raw[i] >= baselines[i]:
                 self.cooperations[i] += 1
             else:
                 self.defections[i] += 1
@@ -227,8 +229,7 @@ class SLCD(Game):
     def legacy_info(self) -> dict[str, Any]:
         info = super().legacy_info()
         info["agent_names"] = list(self.AGENT_NAMES)
-        info["samsung_investment"] = float(self.actions[0])
-        info["sony_investment"] = float(self.actions[1])
+        info["samsung_investment"], info["sony_investment"] = self.actions.tolist()
         return info
 
 
@@ -302,10 +303,15 @@ class CooperativeNegotiation(Game):
 
     def step(self, actions: np.ndarray) -> StepResult:
         proposals = self.clip(actions)
-        gap = abs(proposals[0] - proposals[1])  # float32
-        reached = bool(gap <= self.agreement_threshold)
+        # float32 arithmetic in Python floats; numpy compares float32 values with the threshold's float32
+        p0, p1 = proposals.tolist()
+        threshold = f32(self.agreement_threshold)
+        gap = abs(f32(p0 - p1))
+        reached = gap <= threshold
         agreed = self.agreement
-        breach = agreed is not None and bool(np.any(np.abs(proposals - agreed) > self.agreement_threshold))
+        breach = agreed is not None and any(
+            abs(f32(p - a)) > threshold for p, a in zip((p0, p1), agreed.tolist(), strict=True)
+        )
         if breach:
             self.breaches += 1
         self.shown_agreement = agreed
@@ -323,8 +329,8 @@ class CooperativeNegotiation(Game):
         info["breach_occurred"] = breach
         info["total_agreements"] = self.agreements
         info["total_breaches"] = self.breaches
-        info["proposal_convergence"] = float(1.0 - gap / 100.0)
-        return replace(result, rewards=rewards, payoffs=payoffs)
+        info["proposal_convergence"] = f32(1.0 - f32(gap / 100.0))
+        return StepResult(rewards, payoffs, result.terminated, result.truncated, info)
 
     def legacy_observation(self) -> np.ndarray:
         shown = self.shown_agreement

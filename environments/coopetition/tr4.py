@@ -32,6 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from envgym.environments.coopetition.game import Game, TrustParams, ValueParams, symmetric
+from envgym.environments.coopetition.pair import f32, mean32
 
 from envgym.errors import ConfigError
 
@@ -110,7 +111,15 @@ def memory_average(history: Sequence[np.ndarray], agent: int, k: int) -> float:
     if t <= 1:
         return 0.0
     window = min(k, t - 1)
-    return float(np.mean(np.array([row[agent] for row in history[-window:]], dtype=np.float32)))
+    return _memory_averages(history[-window:], [agent])[0]
+
+
+def _memory_averages(window: Sequence[np.ndarray], agents: Sequence[int]) -> list[float]:
+    """:func:`memory_average` of each agent in ``agents`` over the rows ``window`` (at least one)."""
+    if len(window) < 8 and all(row.dtype == np.float32 for row in window):  # numpy's mean, in Python floats
+        values = [row.tolist() for row in window]
+        return [mean32([row[agent] for row in values]) for agent in agents]
+    return [float(np.mean(np.array([row[agent] for row in window], dtype=np.float32))) for agent in agents]
 
 
 def cooperation_signal(action: Any, average: float) -> Any:
@@ -166,39 +175,71 @@ class TR4Game(Game):
         game.setdefault("value", ValueParams(theta=20.0, gamma=0.65))
         super().__init__(**game)
         self.reciprocity = reciprocity
+        self._scale = float(np.mean(self.endowments))  # the multiplier's divisor (endowments are fixed)
+        n = self.n_agents
+        self._keys = {(i, j): f"{i}->{j}" for i in range(n) for j in range(n) if i != j}
+        self._pairs: tuple[tuple[Any, ...], dict[tuple[int, int], PairReciprocity]] | None = None
 
     def pair(self, i: int, j: int) -> PairReciprocity:
         """Memory average of ``j``, signal ``s_ij`` and effect on ``i`` this round (zeros before round 1)."""
-        if not self.history:
-            return PairReciprocity(0.0, 0.0, 0.0)
-        p = self.reciprocity
-        average = memory_average(self.history, j, p.k)
-        signal = cooperation_signal(self.actions[j], average)  # float32, as the reference
-        phi = bounded_response(signal, p.kappa)
-        D_ij = float(self.D[i, j])
-        rho = reciprocity_sensitivity(p.rho_0, D_ij, p.eta)
-        effect = trust_gated_effect(float(self.trust[i, j]), rho, phi, p.lambda_R, p.omega, D_ij)
-        return PairReciprocity(average, float(signal), effect)
+        return self.pairs()[i, j]
+
+    def pairs(self) -> dict[tuple[int, int], PairReciprocity]:
+        """:meth:`pair` of every ``(i, j)``, computed once per round.
+
+        Kept until the actions, trust or history (objects: a round assigns new ones; so do the
+        tests that set a state) or the history's length change.
+        """
+        state = (self.actions, self.trust, self.history, len(self.history))
+        if self._pairs is not None:
+            (actions, trust, history, t), pairs = self._pairs
+            if actions is state[0] and trust is state[1] and history is state[2] and t == state[3]:
+                return pairs
+        pairs = self._compute_pairs()
+        self._pairs = (state, pairs)
+        return pairs
+
+    def _compute_pairs(self) -> dict[tuple[int, int], PairReciprocity]:
+        n, p, t = self.n_agents, self.reciprocity, len(self.history)
+        if not t:
+            zero = PairReciprocity(0.0, 0.0, 0.0)
+            return {(i, j): zero for i in range(n) for j in range(n)}
+        averages = [0.0] * n if t <= 1 else _memory_averages(self.history[-min(p.k, t - 1) :], range(n))
+        if self.actions.dtype == np.float32:  # float32 signals and responses, as numpy's scalars give them
+            kappa = f32(p.kappa)
+            signals = [f32(a - m) for a, m in zip(self.actions.tolist(), averages, strict=True)]
+            phis = np.tanh(np.array([f32(kappa * s) for s in signals], dtype=np.float32)).tolist()
+        else:
+            raw = [cooperation_signal(self.actions[j], averages[j]) for j in range(n)]
+            phis = [bounded_response(s, p.kappa) for s in raw]
+            signals = [float(s) for s in raw]
+        trust, D = self.trust.tolist(), self.D.tolist()
+        pairs = {}
+        for i in range(n):
+            for j in range(n):
+                rho = reciprocity_sensitivity(p.rho_0, D[i][j], p.eta)
+                effect = trust_gated_effect(trust[i][j], rho, phis[j], p.lambda_R, p.omega, D[i][j])
+                pairs[i, j] = PairReciprocity(averages[j], signals[j], effect)
+        return pairs
 
     def reciprocity_modifier(self, agent: int) -> float:
         if not self.history:
             return 1.0
+        pairs = self.pairs()
         u_recip = 0.0
         for j in range(self.n_agents):
             if j != agent:
-                u_recip += self.pair(agent, j).effect
-        return reciprocity_multiplier(u_recip, float(np.mean(self.endowments)))
+                u_recip += pairs[agent, j].effect
+        return reciprocity_multiplier(u_recip, self._scale)
 
     def legacy_info(self) -> dict[str, Any]:
         info = super().legacy_info()
         signals: dict[str, float] = {}
         effects: dict[str, float] = {}
         averages: dict[str, float] = {}
-        for i in range(self.n_agents):
-            for j in range(self.n_agents):
-                if i != j:
-                    key = f"{i}->{j}"
-                    averages[key], signals[key], effects[key] = self.pair(i, j)
+        pairs = self.pairs()
+        for pair, key in self._keys.items():
+            averages[key], signals[key], effects[key] = pairs[pair]
         info["cooperation_signals"] = signals
         info["reciprocity_effects"] = effects
         info["memory_averages"] = averages

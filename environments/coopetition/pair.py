@@ -1,0 +1,195 @@
+"""The engine's round for two agents in Python floats: numpy's numbers, bit for bit, at a fraction of its cost.
+
+NumPy spends close to a microsecond on each call with arrays of two, and the array code of a
+round (:meth:`.game.Game.play`) makes some forty calls. :func:`play_pair` plays the round of a
+two-agent game with Python floats instead and keeps every rounding of the array code:
+
+* a float32 ``+``, ``-``, ``*`` or ``/`` of float32 values is the float64 operation rounded once to
+  float32 (float64 carries more than twice float32's 24 bits, so rounding twice changes nothing):
+  :func:`f32` of the float64 result;
+* numpy casts a Python float operand of a float32 operation to float32 first (NEP 50), so
+  ``k * x`` on a float32 ``x`` is ``f32(f32(k) * x)``, and comparisons against a Python float
+  compare against its float32 value;
+* numpy's float32 ``log1p``, ``log``, ``exp`` and ``tanh`` are its own (they differ from the
+  float64 functions rounded to float32 in the last bit on a third of the inputs), so these stay
+  numpy calls, one per function for both agents at once (numpy gives each element the same
+  result whatever the array's length);
+* numpy adds fewer than 8 float32 values left to right, as Python does; float64 sums and the
+  trust update are Python's float64 already.
+
+``tests/environments/coopetition/test_pair.py`` plays every game that has two agents through both
+this path and the array code and compares every reward, observation and ``info`` number bit for
+bit, in every reward mode.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from envgym.environments.coopetition.game import Game, TrustParams
+
+__all__ = ["PairConstants", "clip_pair", "f32", "f32x2", "mean32", "play_pair", "trust_step"]
+
+_FLOAT32 = struct.Struct("f")
+_pack, _unpack = _FLOAT32.pack, _FLOAT32.unpack
+_FLOAT32_PAIR = struct.Struct("2f")
+_pack2, _unpack2 = _FLOAT32_PAIR.pack, _FLOAT32_PAIR.unpack
+#: ``f32(1e-10)``: the float32 value numpy compares contributions with (``game.EPSILON``).
+_EPSILON32 = _unpack(_pack(1e-10))[0]
+
+
+def f32(x: float) -> float:
+    """``x`` rounded to the nearest float32 (ties to even, as numpy's casts), as a Python float;
+    beyond float32's range, infinity (as numpy's cast; ``struct`` itself refuses)."""
+    try:
+        return _unpack(_pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def f32x2(x: float, y: float) -> tuple[float, float]:
+    """:func:`f32` of two numbers at once (one agent's and the other's)."""
+    try:
+        return _unpack2(_pack2(x, y))
+    except OverflowError:
+        return f32(x), f32(y)
+
+
+def mean32(values: list[float]) -> float:
+    """``float(np.mean(np.array(values, dtype=np.float32)))`` for 1 to 7 float32 values.
+
+    numpy sums fewer than 8 float32 values left to right in float32, then divides in float32.
+    """
+    total = values[0]
+    for v in values[1:]:
+        total = f32(total + v)
+    return f32(total / len(values))
+
+
+def trust_step(params: TrustParams, s: float, t: float, r: float, amp: float) -> tuple[float, float]:
+    """One ordered pair's trust and reputation after a round: the signal ``s`` the partner sent,
+    trust ``t`` and damage ``r`` before it, ``amp = 1 + xi * D`` (float32); see :mod:`.game`."""
+    ceiling = 1.0 - r
+    if s > 0:
+        d_trust = (params.lambda_plus * s) * max(0.0, min(1.0 - t, ceiling - t))
+    else:
+        d_trust = (params.lambda_minus * s) * t * amp
+    d_rep = (params.mu_R * -s) * ceiling if s < 0 else -params.delta_R * r
+    return min(max(t + d_trust, 0.0), ceiling), min(max(r + d_rep, 0.0), 1.0)
+
+
+class PairConstants(NamedTuple):
+    """A two-agent game's fixed parameters as Python floats (float32 values where numpy keeps float32)."""
+
+    e0: float
+    e1: float
+    alpha0: float
+    alpha1: float
+    D01: float
+    D10: float
+    amp01: float
+    amp10: float
+    max_endowment: float
+
+    @classmethod
+    def of(cls, game: Game) -> PairConstants:
+        e0, e1 = game.endowments.tolist()
+        a0, a1 = game.alpha.tolist()
+        amp = game._amplification
+        (_, amp01), (amp10, _) = ((0.0, 0.0), (0.0, 0.0)) if amp is None else amp.tolist()
+        (_, d01), (d10, _) = game.D.tolist()
+        return cls(e0, e1, a0, a1, d01, d10, amp01, amp10, float(game._max_endowment))
+
+
+def clip_pair(actions: Any, e0: float, e1: float) -> tuple[float, float] | None:
+    """``np.clip(np.asarray(actions, float32), 0, e)`` as two floats; ``None`` for anything but two
+    numbers without NaN (the array code then decides: it broadcasts, raises or keeps the NaN)."""
+    raw = np.asarray(actions, dtype=np.float32)
+    if raw.shape != (2,):
+        return None
+    x0, x1 = raw.tolist()
+    if x0 != x0 or x1 != x1:
+        return None
+    # np.clip gives +0.0 for -0.0 and everything below 0, as these conditionals do.
+    return ((x0 if x0 < e0 else e0) if x0 > 0.0 else 0.0), ((x1 if x1 < e1 else e1) if x1 > 0.0 else 0.0)
+
+
+def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """:meth:`.game.Game.play`'s round for a two-agent game up to its rewards and payoffs (before
+    the step is counted), or ``None`` when ``actions`` need the array code (see :func:`clip_pair`)."""
+    c: PairConstants = game._pair_constants
+    clipped = clip_pair(actions, c.e0, c.e1)
+    if clipped is None:
+        return None
+    a0, a1 = clipped
+    acts = np.array(clipped, dtype=np.float32)
+    game.history.append(acts.copy())
+    game.actions = acts
+    params = game.trust_params
+    if params is not None:
+        (t00, t01), (t10, t11) = game.trust.tolist()
+        (r00, r01), (r10, r11) = game.reputation.tolist()
+        s0, s1 = np.tanh(params.kappa * (acts - game.baselines)).tolist()
+        t01, r01 = trust_step(params, s1, t01, r01, c.amp01)  # agent 0 sees agent 1's signal
+        t10, r10 = trust_step(params, s0, t10, r10, c.amp10)
+        game.trust = np.array(((t00, t01), (t10, t11)))
+        game.reputation = np.array(((r00, r01), (r10, r11)))
+    # pi_i = (e_i - a_i) + f(a_i) + alpha_i * gamma * g (Game.private_payoffs, in float32)
+    value = game.value
+    if value.specification == "logarithmic":
+        theta = f32(value.theta)
+        l0, l1 = np.log1p(acts).tolist()  # acts >= +0.0: np.maximum(acts, 0.0) changes nothing
+        i0, i1 = f32x2(theta * l0, theta * l1)
+    else:
+        i0, i1 = value.individual(acts).tolist()
+    if a0 <= _EPSILON32 or a1 <= _EPSILON32:
+        synergy = 0.0
+    else:  # exp(sum(log a) / 2), each step in float32 (np.float32() rounds the halved sum)
+        g0, g1 = np.log(acts).tolist()
+        synergy = float(np.exp(np.float32(f32(g0 + g1) / 2)))
+    shared = f32(value.gamma * synergy)
+    game._value_parts = (acts, f32(f32(i0 + i1) + shared))
+    q0, q1 = f32x2(c.e0 - a0, c.e1 - a1)
+    q0, q1 = f32x2(q0 + i0, q1 + i1)
+    s0, s1 = f32x2(c.alpha0 * shared, c.alpha1 * shared)
+    p0, p1 = f32x2(q0 + s0, q1 + s1)
+    # Game._scaled: float64 division by the largest endowment, then the scale, then float32.
+    scale, normalize = game.reward_scale, game.normalize
+    m = c.max_endowment
+    mode = game.reward_mode
+    if mode == "private":
+        u0, u1 = p0, p1
+    else:
+        if params is not None:  # w_ij = float32(min(T_ij, 1 - R_ij)) * D_ij (Game.utility_weights)
+            m01, m10 = f32x2(min(t01, 1.0 - r01), min(t10, 1.0 - r10))
+            w01, w10 = f32x2(m01 * c.D01, m10 * c.D10)
+        else:
+            w01, w10 = c.D01, c.D10
+        u0, u1 = p0 + w01 * p1, p1 + w10 * p0  # the zero diagonal adds an exact 0 in the matrix product
+        if mode == "cooperative":
+            u0 = u1 = (u0 + u1) / 2
+    if normalize:
+        p0, p1, u0, u1 = p0 / m, p1 / m, u0 / m, u1 / m
+    payoff = [p0 * scale, p1 * scale]
+    reward = [u0 * scale, u1 * scale]
+    if game._has_collective:
+        collective = np.asarray(game.collective_modifier(acts), dtype=np.float32)
+        payoffs = np.array(payoff, dtype=np.float32) * collective
+        rewards = np.array(reward, dtype=np.float32) * collective
+        payoff, reward = payoffs.tolist(), rewards.tolist()
+    if game._has_reciprocity:
+        for i in (0, 1):
+            factor = game.reciprocity_modifier(i)
+            if isinstance(factor, (float, int)):  # a Python number: cast to float32 first (NEP 50)
+                factor = f32(factor)
+                p, r = f32x2(payoff[i], reward[i])
+                payoff[i], reward[i] = f32x2(p * factor, r * factor)
+            else:  # a numpy number promotes as numpy does, then the array's float32 takes it
+                payoff[i] = f32(np.float32(payoff[i]) * factor)
+                reward[i] = f32(np.float32(reward[i]) * factor)
+    return np.array(reward, dtype=np.float32), np.array(payoff, dtype=np.float32)
