@@ -223,7 +223,9 @@ def test_unit_tests_time_out_an_infinite_loop() -> None:
     result = UnitTests(TESTS, timeout=1.0).verify("while True:\n    pass\n")
     elapsed = time.perf_counter() - started
     assert result.status == "timeout" and result.score == 0.0
-    assert 0.9 <= elapsed < 5.0
+    # The 1 s limit ended it, not the 10 s default: what comes on top is the sandboxed
+    # interpreter's start and the kill, seconds on a busy machine.
+    assert 0.9 <= elapsed < 9.0
 
 
 def test_unit_tests_bound_huge_output() -> None:

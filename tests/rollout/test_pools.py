@@ -76,6 +76,26 @@ def ok(result: StepResult | EnvFailure) -> StepResult:
     return result
 
 
+#: The step timeout of the timeout tests: far above what a reset or a short step takes, even on a
+#: machine that other jobs keep busy (a 0.5 s limit timed out their resets there), far below the
+#: 30 s of the hung step.
+STEP_TIMEOUT_S = 2.0
+
+
+def reset_ok(pool: EnvPool, slots: list[int]) -> list[StepResult]:
+    """Reset ``slots`` (seed = slot); a reset that timed out on a very busy machine is tried again
+    on the worker that replaced the killed one, at most twice, since the timeout tests are about steps."""
+    results: dict[int, StepResult | EnvFailure] = {}
+    todo = list(slots)
+    for _ in range(3):
+        for slot, result in zip(todo, pool.reset([ResetRequest(s, s) for s in todo])):
+            results[slot] = result
+        todo = [s for s in todo if isinstance(results[s], EnvFailure) and results[s].kind == "timeout"]
+        if not todo:
+            break
+    return [ok(results[s]) for s in slots]
+
+
 def play(pool: EnvPool, *, steps: int, seed: int = 0) -> list[tuple[Any, ...]]:
     """Lock-step random play on every slot (random admissible actions, ended slots reset with the
     next seed); returns every transition, so two pools can be compared."""
@@ -257,7 +277,7 @@ def test_worker_killed_during_a_call() -> None:
         dead, fine = pool.step([StepRequest(0, "sleep 20"), StepRequest(1, "tick")])
         elapsed = time.monotonic() - t0
         timer.join()
-        assert elapsed < 5
+        assert elapsed < 15  # the loss was noticed, not the 20 s step waited out (seconds spare for a busy machine)
         assert isinstance(dead, EnvFailure) and dead.worker_lost and dead.kind == "env_error"
         assert dead.message == f"worker 0 (pid {victim}) died: exit code -9 (SIGKILL)"
         ok(fine)
@@ -279,20 +299,20 @@ def test_worker_that_exits_during_a_call() -> None:
 
 
 def test_step_timeout_kills_and_replaces_the_worker() -> None:
-    with make_pool(CRASH, None, num_slots=2, backend="process", workers=2, step_timeout_s=0.5) as pool:
-        pool.reset([ResetRequest(0, 0), ResetRequest(1, 1)])
+    with make_pool(CRASH, None, num_slots=2, backend="process", workers=2, step_timeout_s=STEP_TIMEOUT_S) as pool:
+        reset_ok(pool, [0, 1])
         old = pool.worker_pids()
         t0 = time.monotonic()
         hung, fine = pool.step([StepRequest(0, "sleep 30"), StepRequest(1, "sleep 0.1")])
         elapsed = time.monotonic() - t0
-        assert 0.5 <= elapsed < 3
+        assert STEP_TIMEOUT_S <= elapsed < 15  # the timeout ended it, not the 30 s sleep (a busy machine's seconds spare)
         assert isinstance(hung, EnvFailure) and (hung.kind, hung.worker_lost) == ("timeout", True)
-        assert hung.message.startswith(f"worker 0 (pid {old[0]}) did not answer 1 request(s) within 0.5 s")
+        assert hung.message.startswith(f"worker 0 (pid {old[0]}) did not answer 1 request(s) within {STEP_TIMEOUT_S:g} s")
         ok(fine)  # a slow step under the limit is fine
         assert wait_dead([old[0]]) == []
         new = pool.worker_pids()
         assert new[1] == old[1] and new[0] != old[0]
-        ok(pool.reset([ResetRequest(0, 0)])[0])
+        reset_ok(pool, [0])
         assert ok(pool.step([StepRequest(0, "tick")])[0]).info["pid"] == new[0]
 
 
@@ -500,8 +520,8 @@ def _wait_until_dead(ray: Any, actor: Any, timeout_s: float = 30.0) -> None:
 
 @pytest.mark.slow
 def test_ray_actor_death_and_timeout(ray_instance: Any) -> None:
-    with make_pool(CRASH, None, num_slots=4, backend="ray", workers=2, step_timeout_s=0.5) as pool:
-        [ok(r) for r in pool.reset([ResetRequest(s, s) for s in range(4)])]
+    with make_pool(CRASH, None, num_slots=4, backend="ray", workers=2, step_timeout_s=STEP_TIMEOUT_S) as pool:
+        reset_ok(pool, [0, 1, 2, 3])
         old = pool.worker_pids()
         error = pool.step([StepRequest(1, "raise")])[0]
         assert (
@@ -518,13 +538,13 @@ def test_ray_actor_death_and_timeout(ray_instance: Any) -> None:
         # Slot 2 (actor 0, not in that call) lost its state too; a reset brings both back.
         lost = pool.step([StepRequest(2, "tick")])[0]
         assert isinstance(lost, EnvFailure) and lost.worker_lost and "slot 2 lost its env state" in lost.message
-        fresh = [ok(r) for r in pool.reset([ResetRequest(0, 0), ResetRequest(2, 2)])]
+        fresh = reset_ok(pool, [0, 2])
         new = pool.worker_pids()
         assert new[0] not in (None, old[0]) and fresh[0].info["pid"] == new[0]
         # A hung step: the actor is killed after the timeout and replaced.
         t0 = time.monotonic()
         hung = pool.step([StepRequest(0, "sleep 30")])[0]
-        assert time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 < 15  # the timeout, not the 30 s sleep (a busy machine's seconds spare)
         assert isinstance(hung, EnvFailure) and (hung.kind, hung.worker_lost) == ("timeout", True)
-        ok(pool.reset([ResetRequest(0, 0)])[0])
+        reset_ok(pool, [0])
         assert ok(pool.step([StepRequest(0, "tick")])[0]).observation.endswith("ticks 1")

@@ -110,7 +110,7 @@ def test_numbers_are_checked_before_arithmetic() -> None:
 
 
 def test_huge_and_long_inputs_are_rejected_quickly() -> None:
-    started = time.perf_counter()
+    started = time.thread_time()  # CPU time: the work done, which other jobs on the machine do not inflate
     for text, needle in [
         ("9" * 50, "too long"),
         ("2**1000", "powers"),
@@ -124,7 +124,7 @@ def test_huge_and_long_inputs_are_rejected_quickly() -> None:
         assert needle in str(caught.value), (text[:20], str(caught.value))
     # Results stay small: the largest product of six numbers of the game is exact and fast.
     assert value("100 * 75 * 50 * 25 * 10 * 8", [100, 75, 50, 25, 10, 8]) == 750_000_000
-    assert time.perf_counter() - started < 1.0
+    assert time.thread_time() - started < 1.0
 
 
 def test_no_python_eval(monkeypatch: pytest.MonkeyPatch) -> None:
