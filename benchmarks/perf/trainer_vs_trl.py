@@ -71,6 +71,20 @@ Usage::
     /tmp/trlvenv/bin/python benchmarks/perf/trainer_vs_trl.py --steps 5 --warmup 2 --profile
     /tmp/trlvenv/bin/python benchmarks/perf/trainer_vs_trl.py --length-bonus 0.05 --profile --out FILE.json
 
+**Prompt-shared forward, before/after (no TRL needed).** ``--against per-row`` runs envgym's
+trainer twice instead, the same way (two workers, interleaved steps, the same seeds and task
+seeds): once as shipped (``share_prompts=True``: a GRPO group's prompt is forwarded once with its
+members' completions packed after it, :mod:`envgym.trainer.packing`) and once with
+``share_prompts=False`` (every member's prompt forwarded again, the path before). Their first
+updates see the same rollouts (``prompts_match``), and the optimisation column is where the two
+differ. ``--model tiny`` takes envgym's tiny random Llama (2 layers, width 32, SmolLM2's
+vocabulary) instead of SmolLM2-135M::
+
+    .venv/bin/python benchmarks/perf/trainer_vs_trl.py --against per-row --length-bonus 0.05 \
+        --out benchmarks/perf/results/trainer_shared_prompts.json
+    .venv/bin/python benchmarks/perf/trainer_vs_trl.py --against per-row --model tiny --length-bonus 0.05 \
+        --out benchmarks/perf/results/trainer_shared_prompts_tiny.json
+
 It measures and reports; it asserts nothing.
 """
 
@@ -109,6 +123,10 @@ BONUS_ENV_ID = "envgymbench/Countdown-v0"
 BONUS_MODULE = "_envgym_bench_countdown_bonus"
 RESULT = Path(__file__).resolve().parent / "results" / "trainer_vs_trl.json"
 TRAINERS = ("envgym", "trl")
+#: The baseline of ``--against per-row``: envgym's trainer with every member's prompt forwarded again.
+PER_ROW = "envgym-per-row"
+AGAINST = ("trl", "per-row")
+MODELS = ("smollm2", "tiny")
 INSTALL = """\
 python3 -m venv /tmp/trlvenv
 /tmp/trlvenv/bin/pip install torch==2.13.0 trl==1.16.0 transformers==5.23.0 accelerate==1.15.0
@@ -137,6 +155,13 @@ class Settings:
     length_bonus: float = 0.0
     profile: bool = False
     device: str = "cpu"
+    against: str = "trl"
+    model: str = "smollm2"
+
+    @property
+    def trainers(self) -> tuple[str, str]:
+        """The two workers: envgym (as shipped) and the baseline (TRL, or envgym without prompt sharing)."""
+        return ("envgym", "trl") if self.against == "trl" else ("envgym", PER_ROW)
 
     @property
     def episodes(self) -> int:
@@ -249,7 +274,7 @@ def train_config(settings: Any, out: Path, **overrides: Any) -> Any:
     return TrainConfig(
         env_id=settings.env_id,
         env_kwargs=settings.env_kwargs,
-        model="smollm2",
+        model=getattr(settings, "model", "smollm2"),
         algo="grpo",
         group_size=settings.group_size,
         groups_per_update=settings.prompts,
@@ -273,12 +298,15 @@ def train_config(settings: Any, out: Path, **overrides: Any) -> Any:
     )
 
 
-def _load_model(device: str) -> tuple[Any, Any]:
-    """SmolLM2-135M-Instruct from envgym's converted cache, float32 on ``device`` (the same for both)."""
+def _load_model(device: str, model: str = "smollm2") -> tuple[Any, Any]:
+    """SmolLM2-135M-Instruct from envgym's converted cache (or, with ``model="tiny"``, envgym's tiny
+    random Llama), float32 on ``device`` (the same for both)."""
     import torch
 
-    from envgym.models import load_causal_lm
+    from envgym.models import load_causal_lm, tiny_causal_lm
 
+    if model == "tiny":
+        return tiny_causal_lm(seed=0, device=device, dtype=torch.float32)
     return load_causal_lm("smollm2", device=device, dtype=torch.float32)
 
 
@@ -371,17 +399,18 @@ class _Clock:
         return seconds, count
 
 
-def envgym_worker(settings: Settings, conn: Any) -> dict[str, Any]:
-    """Run envgym's trainer for ``settings.updates`` updates, one gated step at a time."""
+def envgym_worker(settings: Settings, conn: Any, *, share_prompts: bool = True) -> dict[str, Any]:
+    """Run envgym's trainer for ``settings.updates`` updates, one gated step at a time
+    (``share_prompts=False``: the per-row loss forward, the baseline of ``--against per-row``)."""
     import torch
 
     from envgym.agents import hf
     from envgym.rollout.rundir import load_trajectories
     from envgym.trainer import Trainer
 
-    model, tokenizer = _load_model(settings.device)
+    model, tokenizer = _load_model(settings.device, settings.model)
     out = Path(tempfile.mkdtemp(prefix="envgym-vs-trl-"))
-    config = train_config(settings, out, dtype="float32", device=settings.device)
+    config = train_config(settings, out, dtype="float32", device=settings.device, share_prompts=share_prompts)
     # Pure generation time and generated tokens: the hf agent's act (prompt tokenisation, decoding).
     generation = _Clock()
     hf.HFAgent.act = generation.wrap(hf.HFAgent.act, lambda outs: sum(len(o.token_ids or ()) for o in outs))
@@ -434,7 +463,7 @@ def trl_worker(settings: Settings, conn: Any) -> dict[str, Any]:
     from trl import GRPOConfig, GRPOTrainer
 
     hf_logging.set_verbosity_error()
-    model, tokenizer = _load_model(settings.device)
+    model, tokenizer = _load_model(settings.device, settings.model)
     dataset = Dataset.from_list(task_prompts(settings))
     out = Path(tempfile.mkdtemp(prefix="trl-vs-envgym-"))
     args = GRPOConfig(
@@ -543,7 +572,10 @@ def _worker_main(kind: str, settings: Settings, conn: Any) -> None:
             torch.set_num_threads(settings.threads)
         if settings.length_bonus:
             register_bonus_env()
-        info = (envgym_worker if kind == "envgym" else trl_worker)(settings, conn)
+        if kind == "trl":
+            info = trl_worker(settings, conn)
+        else:
+            info = envgym_worker(settings, conn, share_prompts=kind != PER_ROW)
         conn.send({"event": "done", **info})
     except BaseException as err:  # the orchestrator must hear about any failure
         conn.send({"event": "error", "error": f"{type(err).__name__}: {err}", "traceback": traceback.format_exc()})
@@ -580,9 +612,10 @@ def run_workers(settings: Settings) -> dict[str, Any]:
     """Start both workers, step them alternately, and collect their reports."""
     context = multiprocessing.get_context("spawn")
     workers: dict[str, tuple[Any, Any]] = {}
-    reports: dict[str, dict[str, Any]] = {kind: {"steps": []} for kind in TRAINERS}
+    trainers = settings.trainers
+    reports: dict[str, dict[str, Any]] = {kind: {"steps": []} for kind in trainers}
     try:
-        for kind in TRAINERS:
+        for kind in trainers:
             parent, child = context.Pipe()
             process = context.Process(target=_worker_main, args=(kind, settings, child), name=f"bench-{kind}")
             process.start()
@@ -592,7 +625,7 @@ def run_workers(settings: Settings) -> dict[str, Any]:
         for kind, (conn, process) in workers.items():
             reports[kind]["torch_threads"] = _receive(kind, conn, process, "ready")["torch_threads"]
         for step in range(1, settings.updates + 1):
-            order = TRAINERS if step % 2 else TRAINERS[::-1]
+            order = trainers if step % 2 else trainers[::-1]
             for kind in order:
                 conn, process = workers[kind]
                 conn.send("go")
@@ -608,7 +641,7 @@ def run_workers(settings: Settings) -> dict[str, Any]:
                     f"step {step}/{settings.updates} ({label}) {kind}: {report['wall_s']:.2f} s, "
                     f"{report['completion_tokens']} tokens, reward {report['reward_mean']:.3f}"
                 )
-        for kind in TRAINERS:  # one at a time: envgym's final checkpoint must not overlap TRL's work
+        for kind in trainers:  # one at a time: envgym's final checkpoint must not overlap the other's work
             conn, process = workers[kind]
             conn.send("finish")
             reports[kind].update({k: v for k, v in _receive(kind, conn, process, "done").items() if k != "event"})
@@ -656,23 +689,29 @@ def summarise(reports: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "generated_tokens_per_update_s": tokens / wall if wall > 0 else 0.0,
             "reward_mean": statistics.fmean(s["reward_mean"] for s in timed),
         }
-    envgym, trl = out["envgym"], out["trl"]
-    out["ratio_envgym_over_trl"] = {
+    kinds = list(reports)
+    envgym, trl = out[kinds[0]], out[kinds[1]]
+    out[ratio_key(kinds[1])] = {
         "wall_s_median": envgym["wall_s"]["median"] / trl["wall_s"]["median"],
         "generate_s_median": envgym["generate_s_median"] / trl["generate_s_median"],
         "optimise_s_median": envgym["optimise_s_median"] / trl["optimise_s_median"],
         "per_token_generate": (envgym["generate_s_median"] / max(envgym["completion_tokens_per_update"], 1))
         / (trl["generate_s_median"] / max(trl["completion_tokens_per_update"], 1)),
     }
-    first = {kind: next(s for s in reports[kind]["steps"] if s["step"] == 1).get("prompt_ids", {}) for kind in TRAINERS}
-    shared = sorted(set(first["envgym"]) & set(first["trl"]), key=int)
+    first = {kind: next(s for s in reports[kind]["steps"] if s["step"] == 1).get("prompt_ids", {}) for kind in kinds}
+    shared = sorted(set(first[kinds[0]]) & set(first[kinds[1]]), key=int)
     out["prompts_checked"] = len(shared)
-    out["prompts_match"] = bool(shared) and all(first["envgym"][k] == first["trl"][k] for k in shared)
-    out["prompt_tokens"] = [len(first["envgym"][k]) for k in shared]
-    for kind in TRAINERS:
+    out["prompts_match"] = bool(shared) and all(first[kinds[0]][k] == first[kinds[1]][k] for k in shared)
+    out["prompt_tokens"] = [len(first[kinds[0]][k]) for k in shared]
+    for kind in kinds:
         for s in reports[kind]["steps"]:
             s.pop("prompt_ids", None)
     return out
+
+
+def ratio_key(baseline: str) -> str:
+    """The summary key of envgym's figures over ``baseline``'s."""
+    return "ratio_envgym_over_trl" if baseline == "trl" else "ratio_shared_over_per_row"
 
 
 def _versions() -> dict[str, str | None]:
@@ -695,13 +734,15 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
     started = time.perf_counter()
     reports = run_workers(settings)
     summary = summarise(reports)
-    profiles = {kind: s.pop("profile") for kind in TRAINERS for s in reports[kind]["steps"] if "profile" in s}
+    trainers = settings.trainers
+    profiles = {kind: s.pop("profile") for kind in trainers for s in reports[kind]["steps"] if "profile" in s}
+    model = "SmolLM2-135M-Instruct" if settings.model == "smollm2" else "envgym's tiny random Llama"
     return {
-        "benchmark": "trainer_vs_trl",
+        "benchmark": "trainer_vs_trl" if settings.against == "trl" else "trainer_shared_prompts",
         "task": {
             "env_id": settings.env_id,
             "env_kwargs": settings.env_kwargs,
-            "model": f"smollm2 (SmolLM2-135M-Instruct, float32, {settings.device})",
+            "model": f"{settings.model} ({model}, float32, {settings.device})",
         },
         "settings": asdict(settings),
         "versions": _versions(),
@@ -709,14 +750,14 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
         "machine": {
             "platform": platform.platform(),
             "cpus": os.cpu_count(),
-            "torch_threads": {kind: reports[kind].get("torch_threads") for kind in TRAINERS},
+            "torch_threads": {kind: reports[kind].get("torch_threads") for kind in trainers},
             "loadavg_before": list(load_before),
             "loadavg_after": list(os.getloadavg()),
         },
         "total_s": time.perf_counter() - started,
         "summary": summary,
-        "steps": {kind: reports[kind]["steps"] for kind in TRAINERS},
-        "optimizers": {kind: reports[kind].get("optimizer") for kind in TRAINERS},
+        "steps": {kind: reports[kind]["steps"] for kind in trainers},
+        "optimizers": {kind: reports[kind].get("optimizer") for kind in trainers},
         "profiles": profiles,
     }
 
@@ -724,8 +765,12 @@ def run_benchmark(settings: Settings) -> dict[str, Any]:
 def format_table(result: dict[str, Any]) -> str:
     """The human-readable report."""
     summary, settings, machine = result["summary"], result["settings"], result["machine"]
+    against = settings.get("against", "trl")
+    trainers = Settings(against=against).trainers
+    model = "SmolLM2-135M" if settings.get("model", "smollm2") == "smollm2" else "tiny Llama"
     title = (
-        f"GRPO update step, {result['task']['env_id']} {result['task']['env_kwargs']}, SmolLM2-135M fp32 {settings.get('device', 'cpu')}: "
+        f"GRPO update step, {result['task']['env_id']} {result['task']['env_kwargs']}, {model} fp32 "
+        f"{settings.get('device', 'cpu')}: "
         f"{settings['prompts']} prompts x {settings['group_size']} completions, <= {settings['max_new_tokens']} new "
         f"tokens, micro-batch {settings['micro_batch']}; median of {settings['steps']} interleaved steps after "
         f"{settings['warmup']} warm-up"
@@ -735,7 +780,7 @@ def format_table(result: dict[str, Any]) -> str:
         "| tokens/update | gen tok/s | tok/s of update | reward |"
     )
     lines = [title, "", header, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for kind in TRAINERS:
+    for kind in trainers:
         row = summary[kind]
         wall = row["wall_s"]
         lines.append(
@@ -745,11 +790,12 @@ def format_table(result: dict[str, Any]) -> str:
             f"| {row['completion_tokens_per_update']:.0f} | {row['generated_tokens_per_generation_s']:.0f} "
             f"| {row['generated_tokens_per_update_s']:.0f} | {row['reward_mean']:.3f} |"
         )
-    ratio = summary["ratio_envgym_over_trl"]
+    ratio = summary[ratio_key(trainers[1])]
     lengths = summary["prompt_tokens"] or [0]
     lines.append("")
+    label = "envgym / TRL" if against == "trl" else "prompt-shared / per-row forward"
     lines.append(
-        f"envgym / TRL: {ratio['wall_s_median']:.2f}x time per update (below 1: envgym faster); generation "
+        f"{label}: {ratio['wall_s_median']:.2f}x time per update (below 1: envgym faster); generation "
         f"{ratio['generate_s_median']:.2f}x ({ratio['per_token_generate']:.2f}x per generated token), "
         f"optimisation {ratio['optimise_s_median']:.2f}x"
     )
@@ -802,6 +848,19 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Settings, argparse.Namespace
         default="cpu",
         help="where both trainers run (cuda: one GPU shared by the two processes, which still take turns)",
     )
+    parser.add_argument(
+        "--against",
+        choices=AGAINST,
+        default="trl",
+        help="the baseline: TRL's GRPOTrainer, or (per-row) envgym's trainer without the prompt-shared forward "
+        "(share_prompts=False); per-row needs no TRL",
+    )
+    parser.add_argument(
+        "--model",
+        choices=MODELS,
+        default="smollm2",
+        help="SmolLM2-135M-Instruct, or envgym's tiny random Llama (2 layers, width 32)",
+    )
     parser.add_argument("--out", type=Path, default=RESULT, help=f"JSON result file (default {RESULT})")
     parser.add_argument("--json", action="store_true", help="print the JSON document instead of the table")
     args = parser.parse_args(argv)
@@ -830,13 +889,16 @@ def parse_args(argv: Sequence[str] | None) -> tuple[Settings, argparse.Namespace
         length_bonus=args.length_bonus,
         profile=args.profile,
         device=args.device,
+        against=args.against,
+        model=args.model,
     )
     return settings, args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     settings, args = parse_args(argv)
-    missing = [name for name in ("trl", "datasets", "torch", "transformers") if importlib.util.find_spec(name) is None]
+    needed = ("trl", "datasets", "torch", "transformers") if settings.against == "trl" else ("torch", "transformers")
+    missing = [name for name in needed if importlib.util.find_spec(name) is None]
     if missing:
         _progress(
             f"missing: {', '.join(missing)}. TRL is installed at benchmark time only, in its own virtualenv "

@@ -266,8 +266,37 @@ class TrainBatch:
         sequence; sorting first pads each to a near neighbour instead. The rows of a step are the
         same either way, so is its loss.
         """
-        order = self.length_order()
-        return [self.select(order[start : start + size]) for start in range(0, len(self), size)]
+        return self.split_in_order(self.length_order(), size)
+
+    def prompt_order(self) -> Any:
+        """The sequence indices with the rows of one prompt next to each other: prompts from
+        shortest to longest (ties in order of their first row), each prompt's rows from shortest to
+        longest (ties in batch order). A row's prompt is its first ``value_index + 1`` tokens.
+        """
+        import torch
+
+        lengths = [int(v) for v in self.attention_mask.sum(dim=1).tolist()]
+        prompts = [int(v) + 1 for v in self.value_index.tolist()]
+        first: dict[tuple[int, ...], int] = {}
+        owner = [first.setdefault(tuple(self.input_ids[row, :p].tolist()), row) for row, p in enumerate(prompts)]
+        order = sorted(range(len(self)), key=lambda row: (prompts[row], owner[row], lengths[row], row))
+        return torch.tensor(order, dtype=torch.long)
+
+    def split_by_prompt(self, size: int) -> list[TrainBatch]:
+        """Micro-batches of at most ``size`` sequences in :meth:`prompt_order`, each trimmed of extra
+        padding.
+
+        For a policy that forwards a shared prompt once (:mod:`envgym.trainer.packing`): sorted by
+        length alone, the members of a GRPO group (one prompt, replies of different lengths) scatter
+        over micro-batches among other groups of similar lengths, and little is shared; kept
+        together, a micro-batch of whole groups forwards each of its prompts once. The rows of a
+        step are the same either way, so is its loss.
+        """
+        return self.split_in_order(self.prompt_order(), size)
+
+    def split_in_order(self, order: Any, size: int) -> list[TrainBatch]:
+        """Consecutive micro-batches of at most ``size`` of the sequences ``order`` (a long tensor)."""
+        return [self.select(order[start : start + size]) for start in range(0, len(order), size)]
 
     def to(self, device: Any) -> TrainBatch:
         moved = {

@@ -371,6 +371,13 @@ class TrainConfig:
     gradient_checkpointing: bool = field(
         default=False, metadata=_help("Recompute activations in the backward pass (less memory, more time).")
     )
+    share_prompts: bool = field(
+        default=True,
+        metadata=_help(
+            "Forward a prompt that several sequences of a micro-batch share (a GRPO group's members) once, "
+            "with their completions packed after it (same log-probs and gradients, fewer tokens)."
+        ),
+    )
     dtype: str = field(default="auto", metadata=_help("Weight dtype: auto (bf16 on CUDA, fp32 on CPU), float32, ..."))
     device: str = field(default="auto", metadata=_help("Device: auto (CUDA when available), cpu, cuda, cuda:N."))
     seed: int = field(default=0, metadata=_help("Run seed: task seeds, sampling and initialisation derive from it."))
@@ -494,7 +501,7 @@ class TrainConfig:
         _choice("dtype", self.dtype, DTYPES)
         if not isinstance(self.device, str) or not _DEVICE.match(self.device):
             raise ConfigError(f"device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps', got {self.device!r}.")
-        for name in ("dynamic_sampling", "gradient_checkpointing", "task_filter"):
+        for name in ("dynamic_sampling", "gradient_checkpointing", "share_prompts", "task_filter"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
         if self.tensorboard is not None and not isinstance(self.tensorboard, bool):

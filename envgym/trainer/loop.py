@@ -79,9 +79,9 @@ from envgym.trainer import vllm_generation  # looked up at call time (tests repl
 from envgym.trainer.algorithms import Algorithm, get_algorithm
 from envgym.trainer.batch import Collected, TrainBatch, collect
 from envgym.trainer.checkpoint import CHECKPOINTS_DIR, save_checkpoint
+from envgym.trainer.collapse import CollapseMonitor, diversity_metrics
 from envgym.trainer.config import TrainConfig, recorded_config
 from envgym.trainer.distributed import Distributed
-from envgym.trainer.collapse import CollapseMonitor, diversity_metrics
 from envgym.trainer.metrics import MetricsLog, episode_metrics, read_metrics
 from envgym.trainer.report import write_report
 from envgym.trainer.rollout import draw_task_seeds, flat_groups, light, play_evaluation, play_rollout, rollout_folder

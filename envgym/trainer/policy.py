@@ -4,7 +4,9 @@ frozen reference for the KL penalty, and how rollouts are generated from it.
 The training forward pass runs the model's backbone once per micro-batch and applies the output
 layer only at the completion positions (where the loss is): the ``[N, L, vocab]`` logits of the
 whole sequence would dwarf everything else in memory. The same hidden states give PPO's value,
-read at the last prompt token of each turn.
+read at the last prompt token of each turn. Sequences of a micro-batch that share a prompt (a
+GRPO group's members) are packed behind one copy of it (:mod:`envgym.trainer.packing`), so the
+prompt is forwarded once, with the same log-probs and gradients.
 
 **The policy is the model at the sampling temperature.** Rollouts sample from
 ``softmax(logits / temperature)`` (possibly truncated by top-p, which is a sampling device and
@@ -44,6 +46,7 @@ from envgym.models import load_causal_lm, tiny_causal_lm
 from envgym.rollout.specs import make_agent
 from envgym.trainer.algorithms import get_algorithm
 from envgym.trainer.config import TrainConfig
+from envgym.trainer.packing import attention_span, plan_prompt_packs, shares_prompts
 
 __all__ = ["Generation", "HFGeneration", "PolicyModel", "PolicyOutput", "load_policy"]
 
@@ -141,6 +144,9 @@ class PolicyModel:
         self.pad_id = int(pad if pad is not None else (tokenizer.eos_token_id or 0))
         self.temperature = float(config.temperature)
         self.core = _core_module(self.backbone, self.lm_head, self.value_head)
+        # Prompt-shared packing needs an attention that takes a block mask (not flash-attention).
+        self.share_prompts = bool(config.share_prompts) and shares_prompts(self.base_model)
+        self.attention_span = attention_span(self.base_model)
         self.data_parallel: Any = None  # DistributedDataParallel(core) under torchrun
 
     # -------------------------------------------------------------------------- data parallel
@@ -195,7 +201,9 @@ class PolicyModel:
 
         With ``reference=True`` the reference model is used (no gradient). ``entropy_grad=False``
         computes the entropy for the metrics only (no graph through it: less memory). With a
-        gradient the pass goes through the data-parallel wrapper when there is one.
+        gradient the pass goes through the data-parallel wrapper when there is one. Rows that
+        share a prompt are packed behind one copy of it (:func:`~envgym.trainer.packing.plan_prompt_packs`)
+        when :attr:`share_prompts` is on and packing is cheaper.
         """
         torch = _torch()
         from envgym.trainer import losses
@@ -205,6 +213,9 @@ class PolicyModel:
         predict = batch.loss_mask[:, 1:].to(self.device) > 0  # [N, L-1]: the next token carries loss
         want_values = values and self.value_head is not None and not reference
         index = batch.value_index.to(self.device) if want_values else None
+        packs = plan_prompt_packs(batch, span=self.attention_span) if self.share_prompts else None
+        if packs is not None:
+            packs = packs.to(self.device)
         with self._reference() if reference else nullcontext(None) as ref_model:
             if ref_model is not None:
                 core = _core_module(getattr(ref_model, ref_model.base_model_prefix), ref_model.get_output_embeddings())
@@ -212,7 +223,7 @@ class PolicyModel:
                 core = self.data_parallel
             else:
                 core = self.core
-            logits, value = core(ids, attention, predict, index)
+            logits, value = core(ids, attention, predict, index, packs)
             scaled = logits / self.temperature if self.temperature != 1.0 else logits
             targets = ids[:, 1:][predict]
             token_lp = losses.token_logprobs(scaled, targets)
@@ -303,9 +314,11 @@ _CORE_CLASS: Any = None
 
 def _core_module(backbone: Any, lm_head: Any, value_head: Any = None) -> Any:
     """The trainable forward pass as one ``torch.nn.Module`` (what ``DistributedDataParallel``
-    wraps): ``core(input_ids, attention_mask, predict, value_index) -> (logits, values)``, where
+    wraps): ``core(input_ids, attention_mask, predict, value_index, packs) -> (logits, values)``, where
     ``logits`` are the float32 output-layer logits at the ``predict`` positions (``[K, vocab]``) and
-    ``values`` the value head read at ``value_index`` (``None`` without it)."""
+    ``values`` the value head read at ``value_index`` (``None`` without it). With ``packs`` (a
+    :class:`~envgym.trainer.packing.PromptPacks` of the same rows) the backbone runs over the packs
+    instead of the padded rows, and the outputs are gathered back into the rows' order."""
     global _CORE_CLASS
     torch = _torch()
     if _CORE_CLASS is None:
@@ -317,7 +330,11 @@ def _core_module(backbone: Any, lm_head: Any, value_head: Any = None) -> Any:
                 self.lm_head = lm_head
                 self.value_head = value_head
 
-            def forward(self, input_ids: Any, attention_mask: Any, predict: Any, value_index: Any = None) -> Any:
+            def forward(
+                self, input_ids: Any, attention_mask: Any, predict: Any, value_index: Any = None, packs: Any = None
+            ) -> Any:
+                if packs is not None:
+                    return self.packed(packs, values=value_index is not None)
                 hidden = self.backbone(input_ids=input_ids, attention_mask=attention_mask, use_cache=False)
                 hidden = hidden.last_hidden_state
                 logits = self.lm_head(hidden[:, :-1][predict]).float()  # [K, vocab]
@@ -326,6 +343,20 @@ def _core_module(backbone: Any, lm_head: Any, value_head: Any = None) -> Any:
                     rows = torch.arange(hidden.shape[0], device=hidden.device)
                     values = self.value_head(hidden[rows, value_index].float()).squeeze(-1)
                 return logits, values
+
+            def packed(self, packs: Any, *, values: bool) -> Any:
+                config = self.backbone.config
+                dtype = self.backbone.get_input_embeddings().weight.dtype
+                mask = packs.attention_mask(dtype, config._attn_implementation)
+                hidden = self.backbone(
+                    input_ids=packs.input_ids, attention_mask=mask, position_ids=packs.position_ids, use_cache=False
+                ).last_hidden_state
+                flat = hidden.reshape(-1, hidden.shape[-1])
+                logits = self.lm_head(flat[packs.predict_source]).float()  # [K, vocab], in the rows' order
+                out = None
+                if values and self.value_head is not None:
+                    out = self.value_head(flat[packs.value_source].float()).squeeze(-1)
+                return logits, out
 
         _CORE_CLASS = PolicyCore
     return _CORE_CLASS(backbone, lm_head, value_head)
@@ -417,7 +448,11 @@ def load_policy(config: TrainConfig, *, model: Any = None, tokenizer: Any = None
         model, tokenizer = load_causal_lm(os.path.expanduser(config.model), device=device, dtype=dtype)
     model.config.use_cache = False
     if config.gradient_checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        kwargs = {"use_reentrant": False}
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5.24 (the old name warns)
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+        else:  # pragma: no cover - older transformers
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
     if config.lora is not None:
         model = _apply_lora(model, config)
     else:

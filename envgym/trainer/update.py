@@ -99,16 +99,23 @@ class PolicyUpdate:
         parts = []
         was_training = self.policy.model.training
         self.policy.train(False)  # no dropout: these are the sampling policy's numbers
+        order = self.micro_order(batch)
         try:
             with torch.no_grad():
-                for micro in batch.split_by_length(self.config.micro_batch_size):
+                for micro in batch.split_in_order(order, self.config.micro_batch_size):
                     lp = self.policy.forward(micro, reference=reference).logprobs.float().cpu()
                     parts.append(torch.nn.functional.pad(lp, (0, width - lp.shape[1])))
         finally:
             self.policy.train(was_training)
         out = torch.empty((len(batch), width), dtype=torch.float32)
-        out[batch.length_order()] = torch.cat(parts)  # back to the batch's order
+        out[order] = torch.cat(parts)  # back to the batch's order
         return out
+
+    def micro_order(self, batch: TrainBatch) -> Any:
+        """The order in which ``batch``'s rows are cut into micro-batches: a prompt's rows together
+        when the policy forwards shared prompts once (:meth:`TrainBatch.prompt_order`), else by
+        length (:meth:`TrainBatch.length_order`)."""
+        return batch.prompt_order() if self.policy.share_prompts else batch.length_order()
 
     def turn_values(self, collected: Collected) -> list[Any]:
         """The value head's estimate of every turn before the update, per episode (value-head
@@ -116,10 +123,14 @@ class PolicyUpdate:
         import torch
 
         probe = build_batch(collected.samples, [0.0] * len(collected.samples), pad_id=self.policy.pad_id)
-        values: list[float] = []
+        # Prompt-shared packing wants a prompt's rows together; the per-row forward takes them in order.
+        order = probe.prompt_order() if self.policy.share_prompts else torch.arange(len(probe))
+        parts = []
         with torch.no_grad():
-            for micro in probe.split(self.config.micro_batch_size):
-                values += self.policy.forward(micro, values=True).values.float().cpu().tolist()
+            for micro in probe.split_in_order(order, self.config.micro_batch_size):
+                parts.append(self.policy.forward(micro, values=True).values.float().cpu())
+        values = torch.empty(len(probe), dtype=torch.float32)
+        values[order] = torch.cat(parts)  # back to the samples' order
         turn_values = []
         for episode, traj in enumerate(collected.trajectories):
             v = torch.zeros(len(traj.turns), dtype=torch.float32)
@@ -193,7 +204,11 @@ class PolicyUpdate:
                 self.optimizer.zero_grad(set_to_none=True)
                 # (micro-batch, its share of the step, the share it had before idle rows were left out)
                 parts: list[tuple[TrainBatch, float, float]] = []
-                for micro in minibatch.split_by_length(cfg.micro_batch_size) if minibatch is not None else ():
+                if minibatch is None:
+                    micros: list[TrainBatch] = []
+                else:
+                    micros = minibatch.split_in_order(self.micro_order(minibatch), cfg.micro_batch_size)
+                for micro in micros:
                     full = (micro.tokens if per_token else len(micro)) / total
                     if skip_idle:
                         active = _active_rows(micro)
