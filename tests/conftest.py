@@ -89,3 +89,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 parent[find(other)] = find(keys[0])
     for item, key in keyed:
         item.add_marker(pytest.mark.xdist_group(find(key)))
+    if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike (xdist checks)
+        # Workers take the groups first, then single tests in this order: the long ones (marked
+        # slow) first, so that none of them starts last while the other workers run out of work.
+        keyed_ids = {id(item) for item, _ in keyed}
+        items.sort(key=lambda item: id(item) in keyed_ids or item.get_closest_marker("slow") is None)
