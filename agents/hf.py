@@ -97,7 +97,9 @@ class _Row:
     stop: tuple[str, ...] = ()
     stop_window: int = 0
     stop_string: str | None = None
-    prefix: int = 0  # leading prompt ids (the system turn) whose KV the prefix cache may hold
+    prefix: int = 0  # leading prompt ids whose KV is cached (the system turn, or see `reuse`)
+    episode: str = ""
+    reuse: Any = None  # the episode's last sequence's KV per layer, when it holds more than the system turn
     choices: tuple[tuple[int, ...], ...] | None = None  # token ids of the admissible replies
 
     def _next(self) -> tuple[bool, set[int]]:
@@ -260,6 +262,11 @@ class HFAgent(Agent):
         # System-turn token ids -> that prefix's KV per layer ((keys, values), batch 1), most
         # recently used last. See _bucketed_prefill.
         self._prefixes: collections.OrderedDict[tuple[int, ...], list[tuple[Any, Any]]] = collections.OrderedDict()
+        # Episode id -> (its last call's prompt + reply ids, their KV per layer), most recently
+        # used last, at most EPISODE_KV_POSITIONS positions in all. See _reuse_episode.
+        self._episode_kv: collections.OrderedDict[str, tuple[tuple[int, ...], list[tuple[Any, Any]]]] = (
+            collections.OrderedDict()
+        )
         self._splittable = True  # turned off for good when the model's cache cannot be taken apart
         self._sampling = {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
         if model_obj is None:
@@ -290,10 +297,12 @@ class HFAgent(Agent):
 
     def end_episode(self, episode_id: str) -> None:
         self._episodes.pop(episode_id, None)
+        self._episode_kv.pop(episode_id, None)
 
     def reset(self) -> None:
         self._episodes.clear()
         self._prefixes.clear()
+        self._episode_kv.clear()
 
     def close(self) -> None:
         """Drop the model and tokenizer (frees their memory once nothing else holds them)."""
@@ -304,6 +313,7 @@ class HFAgent(Agent):
         self.tokenizer = None
         self._episodes.clear()
         self._prefixes.clear()
+        self._episode_kv.clear()
 
     def _key(self, item: AgentInput) -> int:
         """The episode's sampling key for this turn: same episode, seed, member and turn -> same draws.
@@ -366,6 +376,49 @@ class HFAgent(Agent):
             return 0
         return len(ids)
 
+    def _reuse_episode(self, row: _Row) -> None:
+        """Point ``row`` at its episode's cached KV when that covers more of its prompt than the
+        system turn: the previous call's prompt and reply, as far as the new prompt repeats them
+        token for token (all of it when the history grows by whole turns, as at the second turn
+        of a ``last_k`` window; the system turn alone once the window slides). Keys and values
+        of a prefix depend on that prefix only, so the reply is the same as without the cache,
+        up to float rounding. One prompt id at least is left to prefill (for its logits)."""
+        entry = self._episode_kv.get(row.episode) if self.prefix_cache and self._splittable else None
+        if entry is None:
+            return
+        sequence, layers = entry
+        common = 0
+        for a, b in zip(sequence, row.prompt[:-1], strict=False):
+            if a != b:
+                break
+            common += 1
+        if common > row.prefix and common >= MIN_PREFIX:
+            row.prefix, row.reuse = common, layers
+            self._episode_kv.move_to_end(row.episode)
+
+    def _keep_episode_kv(self, lines: list[int], cache: Any, attention_mask: Any) -> list[Any]:
+        """The KV of batch ``lines`` of ``cache`` (rows just finished): each one's real positions
+        (prompt and reply as fed so far), batch 1 per layer, for :meth:`_reuse_episode`."""
+        layers = _cache_layers(cache) if self.prefix_cache and self._splittable else None
+        if layers is None:
+            return [None] * len(lines)
+        kept = []
+        for line in lines:
+            real = attention_mask[line].nonzero().squeeze(-1)
+            kept.append([(k[line : line + 1, :, real], v[line : line + 1, :, real]) for k, v in layers])
+        return kept
+
+    def _store_episode_kv(self, row: _Row, layers: Any, fed: int) -> None:
+        """Keep ``layers`` (prompt + the first ``fed`` reply ids) as ``row``'s episode's last sequence."""
+        if layers is None or not row.episode:
+            return
+        self._episode_kv.pop(row.episode, None)
+        self._episode_kv[row.episode] = (tuple(row.prompt) + tuple(row.tokens[:fed]), layers)
+        total = sum(len(seq) for seq, _ in self._episode_kv.values())
+        while total > EPISODE_KV_POSITIONS and len(self._episode_kv) > 1:
+            _, (seq, _) = self._episode_kv.popitem(last=False)
+            total -= len(seq)
+
     # ------------------------------------------------------------------ acting
     def act(self, batch: Sequence[AgentInput]) -> list[AgentOutput]:
         """Reply to every episode in ``batch`` (one :class:`AgentOutput` each, in order)."""
@@ -396,6 +449,8 @@ class HFAgent(Agent):
             window = max((len(text.encode("utf-8")) for text in stop), default=0) + 4
             row = _Row(prompt, limit, self._key(item), [], [], [], stop=stop, stop_window=window)
             row.prefix = self._system_prefix(item, prompt)
+            row.episode = item.episode_id
+            self._reuse_episode(row)
             row.choices = self._choices(item, limit)
             rows.append(row)
         # Similar lengths share micro-batches (less padding); results do not depend on the grouping.
@@ -582,7 +637,7 @@ class HFAgent(Agent):
         torch = self._torch
         device = self.device
         functional = torch.nn.functional
-        keys = [tuple(row.prompt[: row.prefix]) for row in rows]
+        keys = [tuple(row.prompt[: row.prefix]) if row.reuse is None else () for row in rows]
         missing = sorted({k for k in keys if k and k not in self._prefixes}, key=len)
         for start, end in _prefill_buckets([len(k) for k in missing]) if missing else []:
             part = missing[start:end]
@@ -624,7 +679,12 @@ class HFAgent(Agent):
             ids, mask = ids.to(device), mask.to(device)
             past = None
             if longest_prefix:
-                cached = [self._prefixes[key] if key else None for key in keys[start:end]]
+                cached = [
+                    [(k[:, :, : row.prefix], v[:, :, : row.prefix]) for k, v in row.reuse]
+                    if row.reuse is not None
+                    else self._prefixes[key] if key else None
+                    for row, key in zip(bucket, keys[start:end], strict=True)
+                ]
                 template = next(layers for layers in cached if layers is not None)
                 # A row without a prefix contributes an empty prefix: all padding.
                 past = self._stacked_cache(
@@ -720,6 +780,7 @@ class HFAgent(Agent):
         walks = torch.tensor([row.choices is not None for row in rows], dtype=torch.bool, device=device)
         any_walk = bool(any(row.choices is not None for row in rows))
 
+        kept_kv: list[tuple[_Row, Any, int]] = []  # finished rows' KV, stored once their ids are known
         active = list(range(n))  # row index of each batch line
         lines_t = torch.arange(n, device=device)  # the same, on the device
         step = 0
@@ -765,6 +826,10 @@ class HFAgent(Agent):
                     keep.append(line)
                 if row.finish_reason is not None:
                     row.length = step + 1
+            finished = sorted(set(range(len(active))) - set(keep))
+            if finished:
+                kv = self._keep_episode_kv(finished, cache, attention_mask)
+                kept_kv += [(rows[active[line]], layers, step) for line, layers in zip(finished, kv, strict=True)]
             if not keep:
                 break
             step_ids = tokens.unsqueeze(-1)
@@ -784,12 +849,17 @@ class HFAgent(Agent):
             row.tokens = tokens_all[r][: row.length]
             row.logprobs = lp_all[r][: row.length]
             row.sampling_logprobs = slp_all[r][: row.length]
+        for row, layers, fed in kept_kv:
+            self._store_episode_kv(row, layers, fed)
 
 
 #: The ``choices`` modes: any reply, or one of the input's admissible actions.
 CHOICES = ("free", "admissible")
 #: The shortest system turn worth caching (in tokens): shorter ones are prefilled with the prompt.
 MIN_PREFIX = 16
+#: The most positions (prompt + reply ids) of episodes' last sequences whose KV is kept for their
+#: next turn; about 46 KB each for SmolLM2-135M in float32, so 1.5 GB at most.
+EPISODE_KV_POSITIONS = 32768
 #: A prefill bucket holds prompts whose padding adds at most this share of computed positions ...
 PREFILL_PADDING = 0.10
 #: ... and at most this many positions (rows x longest prompt), which bounds the prefill's memory.
