@@ -208,6 +208,9 @@ def test_no_browser_processes_left_after_close(cache: str) -> None:
     pytest.importorskip("playwright")
     from envgym.environments.webshop.browser_env import WebShopBrowserEnv
 
+    from envgym.browser import shutdown_browsers
+
+    shutdown_browsers()  # a browser that an earlier test of this worker left lingering would not be new here
     before = _descendants(os.getpid())
     first = WebShopBrowserEnv(catalogue_size=SIZE, cache_dir=cache)
     second = WebShopBrowserEnv(catalogue_size=SIZE, cache_dir=cache)
