@@ -3,8 +3,8 @@
 * :mod:`envgym.browser.pool`: one Chromium per worker (per thread: Playwright's sync API allows
   one driver per thread), shared by reference count, relaunched when it died, stopped by the
   last user, at exit, and by Playwright's driver when the process is killed;
-* :class:`Tab`: an environment's own context and page on that browser, screenshots as ``uint8``
-  arrays;
+* :class:`Tab`: an environment's own context and page on that browser, scripts in one DevTools
+  round trip (a click and a script sent together), screenshots as ``uint8`` arrays;
 * :data:`VIRTUAL_CLOCK_JS`: pages whose time moves only when the environment advances it
   (deterministic animations and timers, fast resets);
 * :data:`AXTREE_JS`: accessibility-tree text with stable element ids;
@@ -36,7 +36,7 @@ from envgym.browser.pool import (
     require_browser,
     shutdown_browsers,
 )
-from envgym.browser.tab import Tab, png_to_array
+from envgym.browser.tab import PageScriptError, Tab, png_to_array
 
 __all__ = [
     "ACTION_HELP",
@@ -49,6 +49,7 @@ __all__ = [
     "ActionError",
     "ActionSyntaxError",
     "PageActor",
+    "PageScriptError",
     "Tab",
     "acquire_browser",
     "live_browsers",

@@ -291,6 +291,20 @@ class PageActor:
             )
         return cx, cy
 
+    def plain_click(self, action: Action) -> tuple[float, float] | None:
+        """The point ``action`` would click when it is a mouse click a caller may send itself (then
+        it reports it with :meth:`clicked`), else ``None`` (:meth:`run` it). Raises
+        :class:`ActionError`, the page untouched, as :meth:`run` does."""
+        if action.name != "click":
+            return None
+        x, y, box = self._centre(action.args[0])
+        return None if box["tag"] == "OPTION" else (x, y)
+
+    def clicked(self, x: float, y: float) -> None:
+        """A click sent by the caller at (x, y) (see :meth:`plain_click`) happened."""
+        self.mouse = self.pointer = (x, y)
+        self.rects = {}
+
     def run(self, action: Action) -> None:
         """Do ``action`` on the page (raises :class:`ActionError`, the page untouched, when it cannot)."""
         try:

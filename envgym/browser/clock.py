@@ -45,6 +45,7 @@ VIRTUAL_CLOCK_JS = """
   });
   const EPOCH = __EPOCH__;
   const RealDate = Date;
+  const realTimeout = window.setTimeout.bind(window);
   const realFrame = window.requestAnimationFrame.bind(window);
   let now = EPOCH;
   let seq = 0;
@@ -112,6 +113,28 @@ VIRTUAL_CLOCK_JS = """
   for (const type of ['mousemove', 'mouseover', 'mousedown', 'mouseup']) {
     realAdd.call(window, type, track, {capture: true, passive: true});
   }
+  // Real mouse-ups seen, and waiters for the end of the input task that dispatched the n-th one
+  // (its click and the click's default actions run in that task): a script sent together with a
+  // click runs only after it (afterUps), whichever of the two reaches the page first.
+  let ups = 0;
+  const upWaiters = [];
+  const channel = new MessageChannel();
+  channel.port1.onmessage = () => {
+    for (let i = upWaiters.length - 1; i >= 0; i--) {
+      if (ups >= upWaiters[i].n) { const w = upWaiters.splice(i, 1)[0]; w.resolve(true); }
+    }
+  };
+  realAdd.call(window, 'mouseup', (e) => { if (e.isTrusted) { ups++; channel.port2.postMessage(0); } },
+               {capture: true, passive: true});
+  function afterUps(n, timeoutMs) {
+    if (ups >= n) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const w = {n: n, resolve: resolve};
+      upWaiters.push(w);
+      realTimeout(() => { const i = upWaiters.indexOf(w); if (i >= 0) { upWaiters.splice(i, 1); resolve(false); } },
+                  timeoutMs);
+    });
+  }
   function framePending() {
     if (frameListeners || document.querySelector(FRAME_HANDLERS) !== null) return true;
     if (pointer === null) return false;  // no real pointer over this document yet: no hover to move
@@ -150,6 +173,10 @@ VIRTUAL_CLOCK_JS = """
       }),
       // whether a rendering frame could dispatch events or move the hover (see the module's doc)
       framePending: framePending,
+      // how many real mouse-ups this document has seen; a promise of the end of the n-th one's task
+      // (false when timeoutMs of real time pass first)
+      ups: () => ups,
+      afterUps: afterUps,
       reset: () => { now = EPOCH; timers.clear(); seq = 0; },
     }),
     enumerable: false,

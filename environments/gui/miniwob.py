@@ -48,6 +48,10 @@ _HARNESS_IDS = ("reward-display", "sync-task-cover", "click-canvas", "query", "a
 _LOAD_TIMERS: dict[str, bool] = {}
 #: Virtual time a page gets at reset to become ready (MiniWoB's WOB_TASK_READY), in 50 ms slices.
 _READY_SLICES = 200
+#: Real ms a read sent together with a click waits for the click's mouse-up before it reads anyway.
+_CLICK_WAIT_MS = 2000
+#: Roles of the elements a click opens a native popup on (the popup, not the page, may get the mouse-up).
+_POPUP_ROLES = frozenset({"combobox", "listbox", "option"})
 
 # One round trip per reset: start a seeded episode through MiniWoB's own JavaScript.
 _START_JS = """(o) => {
@@ -74,12 +78,15 @@ _START_JS = """(o) => {
 # (o.flush) run first when one could still change the page (a hover to move, a listener of frame
 # events: envgym.browser.clock), or always (o.force: the SETTLE_FRAMES tasks).
 _READ_JS = """async (o) => {
+  // sent together with a click (o.ups: the count of real mouse-ups once it is done): wait for it
+  const late = o.ups ? !(await window.__envgymClock.afterUps(o.ups, o.upsWait)) : false;
   if (o.flush && (o.force || window.__envgymClock.framePending())) await window.__envgymClock.frame(o.flush);
   if (o.ms > 0) window.__envgymClock.advance(o.ms);
   const snap = window.__envgymAX.snapshot({skipIds: o.skip, boxes: o.boxes});
   return {done: !!WOB_DONE_GLOBAL, reward: Number(WOB_REWARD_GLOBAL) || 0, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
           reason: WOB_REWARD_REASON === null || WOB_REWARD_REASON === undefined ? null : String(WOB_REWARD_REASON),
-          tree: snap.text, nodes: snap.nodes, rects: snap.rects, dom: o.dom ? window.__envgymDOM() : null};
+          tree: snap.text, nodes: snap.nodes, rects: snap.rects, dom: o.dom ? window.__envgymDOM() : null,
+          ups: window.__envgymClock.ups(), late: late};
 }"""
 
 # A reset's one round trip: start the episode, then read the page as a step does (no time, no frame).
@@ -203,10 +210,14 @@ class MiniWoBEnv(TextEnv):
     episode starts by a fast reset of the loaded page (MiniWoB's own end-episode/start-episode
     cycle, with the virtual clock and the element ids reset) or, for the tasks where that is not
     equivalent to a freshly loaded page (``RELOAD_TASKS``, and any page that keeps timers from
-    its load), by reloading the page. After each action one real rendering frame (more for the
-    ``SETTLE_FRAMES`` tasks) lets Chromium's frame-driven events run, and the images the page's
-    style sheets name are loaded with the page, so no real-time event decides what the agent
-    sees. The Selenium code of the ``miniwob`` package is not used.
+    its load), by reloading the page. After an action, when a rendering frame could still change
+    the page (the element under the pointer changed, so Chromium moves the hover at the next
+    frame; or the page listens to scroll, resize, animation or transition events:
+    ``envgym.browser.clock``), one real frame (more for the ``SETTLE_FRAMES`` tasks, always) lets
+    those events run before the page is read, and the images the page's style sheets name are
+    loaded with the page, so no real-time event decides what the agent sees. A click and the read
+    after it go to the browser together (one round trip a step); the read waits in the page for
+    the click's mouse-up. The Selenium code of the ``miniwob`` package is not used.
 
     **Observation.** ``obs="text"`` (default): one string::
 
@@ -434,6 +445,20 @@ class MiniWoBEnv(TextEnv):
     def _read(self, ms: int, flush: int = 0) -> dict[str, Any]:
         return self._took(self._tab.evaluate(_READ_JS, self._read_options(ms, flush)))
 
+    def _click_and_read(self, x: float, y: float, ms: int, flush: int) -> dict[str, Any]:
+        """A click and the read after it, sent at once: the read waits in the page for the click's
+        mouse-up (one more than the page had counted at the last read) and its task to end."""
+        options = {**self._read_options(ms, flush), "ups": int(self._state.get("ups", 0)) + 1, "upsWait": _CLICK_WAIT_MS}
+        state = self._tab.click_then_evaluate(x, y, _READ_JS, options)
+        self._actor.clicked(x, y)  # type: ignore[union-attr]
+        if state.get("late"):
+            logger.warning("%s: the click's mouse-up did not reach the page in %d ms; read anyway", self.task_name, _CLICK_WAIT_MS)
+        return self._took(state)
+
+    def _role(self, element_id: int) -> str:
+        match = re.search(rf"^\s*\[{element_id}\] ([^\s,]+)", self._state.get("tree", ""), re.MULTILINE)
+        return match.group(1) if match else ""
+
     def _took(self, state: dict[str, Any]) -> dict[str, Any]:
         """Keep a state the page returned (the tree, MiniWoB's globals, the boxes for clicks)."""
         self._state = state
@@ -559,14 +584,21 @@ class MiniWoBEnv(TextEnv):
     def _apply(self, action: Any) -> Transition:
         assert self._actor is not None
         self._pristine = None  # input or time reaches the page from here on
-        if action.name != "noop":
-            try:
-                self._actor.run(action)
-            except ActionError as err:
-                raise InvalidAction(str(err)) from None
         # input events are dispatched synchronously, but what Chromium does with frames (scroll
         # events, hover updates) is let run before the virtual clock moves and the page is read
-        state = self._read(self.step_ms, flush=self.settle_frames if action.name != "noop" else 0)
+        flush = self.settle_frames if action.name != "noop" else 0
+        point = None
+        try:
+            if action.name == "click" and self._role(action.args[0]) not in _POPUP_ROLES:
+                point = self._actor.plain_click(action)  # sent with the read below
+            if point is None and action.name != "noop":
+                self._actor.run(action)
+        except ActionError as err:
+            raise InvalidAction(str(err)) from None
+        if point is not None:
+            state = self._click_and_read(point[0], point[1], self.step_ms, flush)
+        else:
+            state = self._read(self.step_ms, flush=flush)
         if not state["done"]:
             return Transition(self._text)
         raw = float(state["raw"])

@@ -198,6 +198,50 @@ def test_page_actor_runs_actions_and_refuses_impossible_ones(page) -> None:
 
 
 @needs_browser
+def test_evaluate_is_one_devtools_call_with_json_in_and_out(page) -> None:
+    from envgym.browser.tab import PageScriptError
+
+    assert page.evaluate("(o) => [o.a + 1, o.s.toUpperCase(), null]", {"a": 41, "s": "x\u2028y"}) == [42, "X\u2028Y", None]
+    assert page.evaluate("async () => { await null; return document.title; }") == page.page.title()
+    with pytest.raises(PageScriptError, match="boom"):
+        page.evaluate("() => { throw new Error('boom'); }")
+
+
+@needs_browser
+def test_a_frame_is_pending_only_when_one_could_change_the_page(page) -> None:
+    """No frame to wait for after a click that leaves the element under the pointer in place on a
+    page without frame-event listeners; one when the click removes it (the hover moves at the next
+    frame) or when the page listens to scroll events."""
+    p = page.page
+    pending = "() => window.__envgymClock.framePending()"
+    assert page.evaluate(pending) is False  # no real pointer over the page yet
+    box = p.locator("#go").bounding_box()
+    p.mouse.click(box["x"] + 3, box["y"] + 3)
+    assert p.locator("#out").text_content().startswith("clicked") and page.evaluate(pending) is False
+    p.evaluate("document.getElementById('go').remove()")
+    assert page.evaluate(pending) is True  # what is under the pointer changed: Chromium moves the hover
+    p.mouse.move(box["x"] + 3, box["y"] + 3)  # the hover follows (a real mouse event): settled again
+    assert page.evaluate(pending) is False
+    p.evaluate("window.onscroll = () => {}")
+    assert page.evaluate(pending) is True  # scroll events are dispatched with frames
+
+
+@needs_browser
+def test_click_then_evaluate_reads_after_the_click(page) -> None:
+    """The click and the script are sent together; the script waits for the click's mouse-up and the
+    end of its task, so it sees what the click's handlers did, every time."""
+    p = page.page
+    box = p.locator("#go").bounding_box()
+    read = """async (n) => { const ok = await window.__envgymClock.afterUps(n, 2000);
+                             return [ok, window.__envgymClock.ups(), document.getElementById('out').textContent]; }"""
+    for n in range(1, 6):
+        p.evaluate("document.getElementById('out').textContent = ''")
+        ok, ups, text = page.click_then_evaluate(box["x"] + 3, box["y"] + 3, read, n)
+        assert (ok, ups, text) == (True, n, f"clicked {EPOCH_MS}")
+    assert page.evaluate(read, 99)[0] is False  # no such mouse-up: the wait gives up after its time
+
+
+@needs_browser
 def test_screenshot_is_uint8_rgb(page) -> None:
     shot = page.screenshot()
     assert shot.shape == (400, 400, 3) and shot.dtype == np.uint8
