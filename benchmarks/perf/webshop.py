@@ -5,7 +5,12 @@ Prints (one process, one core):
 * per catalogue size: catalogue generation time (every product made once, as the index build
   streams them), search index build time (FTS5 + impact arrays), and search latency p50/p99 over
   the queries an agent sends (the first test goals' instructions without the price clause, and
-  their product types);
+  their product types), for the pruned search (``SearchIndex.search``) and, side by side on the
+  same queries (alternating which goes first), the exhaustive one it replaced
+  (``search_exhaustive``, or with ``--baseline REV`` the ``search`` of ``search.py`` at git
+  revision ``REV``), with the number of rankings that differ (0 expected), the load average and
+  the memory the pruning adds (per-term maxima, shared on disk; one float64 accumulator per
+  product, per process);
 * text-mode reset time (ms) and steps/s (random admissible actions, observation and info
   included; resets excluded) on the default 10,000-product catalogue;
 * browser mode (``envgym/WebShop-Browser-v0``, real Chromium): steps/s and seconds per oracle
@@ -21,6 +26,7 @@ Usage::
 
     python benchmarks/perf/webshop.py                          # sizes 10k and 100k, 500 episodes
     python benchmarks/perf/webshop.py --sizes 10000,100000,1000000 --episodes 500 --json
+    python benchmarks/perf/webshop.py --sizes 1000000 --search-only --baseline 63d6b63 --cache /tmp/webshop-cache
 
 Indexes are cached under ``--cache`` (default: the envgym cache); ``--fresh`` rebuilds them so the
 build is timed.
@@ -30,14 +36,18 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib.util
 import json
+import os
 import platform
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any
 
 from envgym.agents.solvers.webshop import Solver, parse_instruction
@@ -60,7 +70,38 @@ def rss_mb() -> dict[str, float]:
     return out
 
 
-def search_figures(size: int, cache: str | None, fresh: bool, queries: int) -> dict[str, Any]:
+def baseline_search(rev: str) -> Any:
+    """``SearchIndex`` as ``environments/webshop/search.py`` had it at git revision ``rev``."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        source = subprocess.run(
+            ["git", "show", f"{rev}:environments/webshop/search.py"],
+            cwd=root,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError) as err:
+        raise SystemExit(f"--baseline {rev!r}: could not read search.py at that revision ({err}).") from err
+    folder = Path(tempfile.mkdtemp(prefix="envgym-webshop-baseline-"))
+    (folder / "search_baseline.py").write_text(source)
+    spec = importlib.util.spec_from_file_location(f"webshop_search_{rev}", folder / "search_baseline.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    shutil.rmtree(folder, ignore_errors=True)
+    return module.SearchIndex
+
+
+def percentiles(times: list[float]) -> tuple[float, float]:
+    """p50 and p99 in milliseconds."""
+    times = sorted(times)
+    return 1e3 * times[len(times) // 2], 1e3 * times[int(0.99 * (len(times) - 1))]
+
+
+def search_figures(
+    size: int, cache: str | None, fresh: bool, queries: int, baseline: str | None = None
+) -> dict[str, Any]:
     catalogue = GeneratedCatalogue(size)
     start = time.perf_counter()
     for i in range(min(size, 20_000)):
@@ -71,23 +112,38 @@ def search_figures(size: int, cache: str | None, fresh: bool, queries: int) -> d
     start = time.perf_counter()
     index = SearchIndex.for_catalogue(catalogue, cache)
     build = time.perf_counter() - start
+    before = baseline_search(baseline)(index.folder).search if baseline else index.search_exhaustive
     texts = [parse_instruction(catalogue.goal(i).instruction)[0] for i in range(queries)]
     texts += [catalogue.goal(i).query for i in range(queries // 2)]
-    for q in texts:  # warm: stems cached, pages mapped
-        index.search(q)
-    lat = []
-    for q in texts:
-        t = time.perf_counter()
-        index.search(q)
-        lat.append(time.perf_counter() - t)
-    lat.sort()
+    differ = 0
+    for q in texts:  # warm: stems cached, pages mapped; and the two rankings compared
+        differ += index.search(q) != before(q)
+    load = os.getloadavg()
+    lat: list[float] = []
+    lat_before: list[float] = []
+    for k, q in enumerate(texts):
+        pair = ((index.search, lat), (before, lat_before))
+        for search, times in pair if k % 2 == 0 else pair[::-1]:
+            t = time.perf_counter()
+            search(q)
+            times.append(time.perf_counter() - t)
+    p50, p99 = percentiles(lat)
+    b50, b99 = percentiles(lat_before)
+    arrays = index._load()
     return {
         "size": size,
         "generation_s": gen_per_product * size,
         "index_build_s": build,
-        "search_p50_ms": 1e3 * lat[len(lat) // 2],
-        "search_p99_ms": 1e3 * lat[int(0.99 * (len(lat) - 1))],
+        "search_p50_ms": p50,
+        "search_p99_ms": p99,
+        "before_p50_ms": b50,
+        "before_p99_ms": b99,
+        "before": f"search.py at {baseline}" if baseline else "search_exhaustive",
+        "p50_speedup": b50 / p50,
+        "rankings_differ": differ,
         "queries": len(lat),
+        "loadavg": [round(x, 2) for x in (*load, *os.getloadavg())],
+        "pruning_mb": {"maxima_on_disk": arrays.maxima.nbytes / 2**20, "accumulator_per_process": 8 * size / 2**20},
     }
 
 
@@ -188,6 +244,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memory-size", type=int, default=100_000, help="catalogue size of the memory figure")
     parser.add_argument("--cache", default=None, help="index cache folder (default: the envgym cache)")
     parser.add_argument("--fresh", action="store_true", help="rebuild indexes in a temporary folder (times the build)")
+    parser.add_argument(
+        "--baseline", default=None, help="git revision whose search.py is timed beside (default: search_exhaustive)"
+    )
+    parser.add_argument("--search-only", action="store_true", help="only the search figures (skip the env sections)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
@@ -204,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         }
         for size in sizes:
             print(f"catalogue {size:,} ...", file=sys.stderr)
-            report["search"].append(search_figures(size, cache, args.fresh, args.queries))
+            report["search"].append(search_figures(size, cache, args.fresh, args.queries, args.baseline))
+        if args.search_only:
+            return print_report(report, args.json)
         print("text-mode speed ...", file=sys.stderr)
         report["speed"] = speed(cache, args.resets, args.steps)
         if args.browser_episodes > 0:
@@ -217,16 +279,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
-    if args.json:
+    return print_report(report, args.json)
+
+
+def print_report(report: dict[str, Any], as_json: bool) -> int:
+    if as_json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"envgym {report['envgym']}, python {report['python']}, {report['platform']}, one process\n")
-    print(f"{'products':>10}{'generate s':>12}{'index s':>10}{'search p50 ms':>15}{'p99 ms':>9}")
+    print(
+        f"{'products':>10}{'generate s':>12}{'index s':>10}{'search p50 ms':>15}{'p99 ms':>9}"
+        f"{'before p50':>12}{'p99':>9}{'x p50':>7}{'differ':>8}  load avg (start, end)"
+    )
     for row in report["search"]:
         print(
             f"{row['size']:>10,}{row['generation_s']:>12.1f}{row['index_build_s']:>10.1f}"
-            f"{row['search_p50_ms']:>15.2f}{row['search_p99_ms']:>9.2f}"
+            f"{row['search_p50_ms']:>15.2f}{row['search_p99_ms']:>9.2f}{row['before_p50_ms']:>12.2f}"
+            f"{row['before_p99_ms']:>9.2f}{row['p50_speedup']:>7.1f}{row['rankings_differ']:>8}  {row['loadavg']}"
         )
+    before = report["search"][0]["before"] if report["search"] else ""
+    print(f"(before: {before}, timed on the same queries, alternating which goes first)")
+    if "speed" not in report:
+        return 0
     s, m, a = report["speed"], report["memory"], report["agents"]
     print(f"\ntext mode, 10,000 products: reset {s['reset_ms']:.3f} ms, {s['steps_per_s']:,.0f} steps/s")
     if "browser" in report:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -64,13 +64,13 @@ def _assert_pruned_is_exhaustive(index: SearchIndex, queries: list[str]) -> int:
     compared = 0
     for q in queries:
         for limit in LIMITS:
-            ids, scores = index.scored(q, limit)
-            ref_ids, ref_scores = index.scored(q, limit, exhaustive=True)
+            ids, scores = index.scored(q, limit, method="pruned")
+            ref_ids, ref_scores = index.scored(q, limit, method="exhaustive")
             assert ids.tolist() == ref_ids.tolist(), (q, limit)
             assert scores.tolist() == ref_scores.tolist(), (q, limit)  # bit for bit: see the docstring
             assert np.all(np.diff(scores) <= 0) and len(ids) <= limit
             compared += len(ids)
-        assert index.search(q) == index.search_exhaustive(q) == index.scored(q)[0].tolist()
+        assert index.search(q) == index.search_exhaustive(q) == index.scored(q, method="pruned")[0].tolist()
     return compared
 
 
@@ -97,7 +97,7 @@ def test_ties_break_by_product_index_under_pruning(cache: Path) -> None:
     queries = _queries(catalogue, random.Random(1))
     _assert_pruned_is_exhaustive(index, queries)
     q = " ".join(templates[0].title.split()[:4])
-    ids, scores = index.scored(q, 50)
+    ids, scores = index.scored(q, 50, method="pruned")
     assert len(set(scores.tolist())) < 10 and len(ids) == 50  # ties did happen
     tied = scores == scores[-1]
     assert ids[tied].tolist() == sorted(ids[tied].tolist())  # lower index first among equals
@@ -110,22 +110,12 @@ def test_pruning_holds_across_many_searches_and_threads(cache: Path) -> None:
     index = SearchIndex.for_catalogue(catalogue, cache)
     queries = _queries(catalogue, random.Random(7))
     expected = {q: index.search_exhaustive(q) for q in queries}
-    results: list[tuple[str, list[int]]] = []
-    errors: list[BaseException] = []
 
-    def work(offset: int) -> None:
-        try:
-            for q in queries[offset:] + queries[:offset]:
-                results.append((q, index.search(q)))
-        except BaseException as err:  # reported below, with the thread's traceback
-            errors.append(err)
+    def work(offset: int) -> list[tuple[str, list[int]]]:
+        return [(q, index.scored(q, method="pruned")[0].tolist()) for q in queries[offset:] + queries[:offset]]
 
-    threads = [threading.Thread(target=work, args=(k * 17,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
+    with ThreadPoolExecutor(4) as pool:
+        results = [pair for part in pool.map(work, [0, 17, 34, 51]) for pair in part]
     assert len(results) == 4 * len(queries)
     assert all(got == expected[q] for q, got in results)
 
@@ -137,7 +127,13 @@ def test_index_without_stored_maxima_derives_them(cache: Path, tmp_path: Path) -
     old = SearchIndex(fresh.folder)
     reference = SearchIndex.for_catalogue(catalogue, cache)
     for q in _queries(catalogue, random.Random(3))[:40]:
-        assert old.search(q) == reference.search(q), q
+        assert old.scored(q, method="pruned")[0].tolist() == reference.search(q), q
+
+
+def test_bad_method_is_refused(cache: Path) -> None:
+    index = SearchIndex.for_catalogue(GeneratedCatalogue(300, seed=300), cache)
+    with pytest.raises(InvalidKwargsError, match="method must be one of 'auto', 'pruned', 'exhaustive'"):
+        index.scored("coffee", method="wand")
 
 
 @pytest.mark.parametrize("limit", [0, -3, 2.5, "50", True, None])
