@@ -40,7 +40,7 @@ from operator import itemgetter
 from typing import Any, ClassVar
 
 import numpy as np
-from envgym.environments.coopetition.pair import PairConstants, clip_pair, f32x2, mean32, play_pair, trust_step
+from envgym.environments.coopetition.pair import PairConstants, clip_pair, f32x2, play_pair, trust_step
 
 from envgym.errors import ConfigError
 
@@ -590,7 +590,9 @@ class Game:
         if self._pair and actions.dtype == np.float32:  # numpy's float32 means, in Python floats
             a0, a1 = actions.tolist()
             c = self._pair_constants
-            mean_cooperation, cooperation_rate = mean32([a0, a1]), mean32(f32x2(a0 / c.e0, a1 / c.e1))
+            x0, x1 = f32x2(a0 / c.e0, a1 / c.e1)
+            actions_sum, rates_sum = f32x2(a0 + a1, x0 + x1)
+            mean_cooperation, cooperation_rate = f32x2(actions_sum / 2, rates_sum / 2)
         else:
             mean_cooperation, cooperation_rate = _mean(actions), _mean(actions / self.endowments)
         return {

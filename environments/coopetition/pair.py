@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import struct
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -33,7 +34,7 @@ import numpy as np
 if TYPE_CHECKING:
     from envgym.environments.coopetition.game import Game, TrustParams
 
-__all__ = ["PairConstants", "clip_pair", "f32", "f32x2", "mean32", "play_pair", "trust_step"]
+__all__ = ["PairConstants", "clip_pair", "column_means32", "f32", "f32s", "f32x2", "play_pair", "trust_step"]
 
 _FLOAT32 = struct.Struct("f")
 _pack, _unpack = _FLOAT32.pack, _FLOAT32.unpack
@@ -60,15 +61,30 @@ def f32x2(x: float, y: float) -> tuple[float, float]:
         return f32(x), f32(y)
 
 
-def mean32(values: list[float]) -> float:
-    """``float(np.mean(np.array(values, dtype=np.float32)))`` for 1 to 7 float32 values.
+def f32s(values: Sequence[float]) -> tuple[float, ...]:
+    """:func:`f32` of each number, all at once."""
+    packer = _PACKERS.get(len(values))
+    if packer is None:
+        packer = _PACKERS[len(values)] = struct.Struct(f"{len(values)}f")
+    try:
+        return packer.unpack(packer.pack(*values))
+    except OverflowError:
+        return tuple(f32(v) for v in values)
+
+
+_PACKERS: dict[int, struct.Struct] = {}
+
+
+def column_means32(rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """``np.mean`` of each column of 1 to 7 rows of float32 values, as Python floats.
 
     numpy sums fewer than 8 float32 values left to right in float32, then divides in float32.
     """
-    total = values[0]
-    for v in values[1:]:
-        total = f32(total + v)
-    return f32(total / len(values))
+    totals = rows[0]
+    for row in rows[1:]:
+        totals = f32s([t + v for t, v in zip(totals, row, strict=True)])
+    count = len(rows)
+    return f32s([t / count for t in totals])
 
 
 def trust_step(params: TrustParams, s: float, t: float, r: float, amp: float) -> tuple[float, float]:
@@ -141,19 +157,19 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
         game.reputation = np.array(((r00, r01), (r10, r11)))
     # pi_i = (e_i - a_i) + f(a_i) + alpha_i * gamma * g (Game.private_payoffs, in float32)
     value = game.value
+    if a0 <= _EPSILON32 or a1 <= _EPSILON32:
+        synergy, theta = 0.0, f32(value.theta)
+    else:  # exp(sum(log a) / 2), each step in float32 (np.float32() rounds the halved sum)
+        g0, g1 = np.log(acts).tolist()
+        theta, log_sum = f32x2(value.theta, g0 + g1)
+        synergy = float(np.exp(np.float32(log_sum / 2)))
     if value.specification == "logarithmic":
-        theta = f32(value.theta)
         l0, l1 = np.log1p(acts).tolist()  # acts >= +0.0: np.maximum(acts, 0.0) changes nothing
         i0, i1 = f32x2(theta * l0, theta * l1)
     else:
         i0, i1 = value.individual(acts).tolist()
-    if a0 <= _EPSILON32 or a1 <= _EPSILON32:
-        synergy = 0.0
-    else:  # exp(sum(log a) / 2), each step in float32 (np.float32() rounds the halved sum)
-        g0, g1 = np.log(acts).tolist()
-        synergy = float(np.exp(np.float32(f32(g0 + g1) / 2)))
-    shared = f32(value.gamma * synergy)
-    game._value_parts = (acts, f32(f32(i0 + i1) + shared))
+    shared, individual = f32x2(value.gamma * synergy, i0 + i1)
+    game._value_parts = (acts, f32(individual + shared))
     q0, q1 = f32x2(c.e0 - a0, c.e1 - a1)
     q0, q1 = f32x2(q0 + i0, q1 + i1)
     s0, s1 = f32x2(c.alpha0 * shared, c.alpha1 * shared)

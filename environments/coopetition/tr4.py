@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from envgym.environments.coopetition.game import Game, TrustParams, ValueParams, symmetric
-from envgym.environments.coopetition.pair import f32, mean32
+from envgym.environments.coopetition.pair import column_means32, f32, f32s
 
 from envgym.errors import ConfigError
 
@@ -117,8 +117,8 @@ def memory_average(history: Sequence[np.ndarray], agent: int, k: int) -> float:
 def _memory_averages(window: Sequence[np.ndarray], agents: Sequence[int]) -> list[float]:
     """:func:`memory_average` of each agent in ``agents`` over the rows ``window`` (at least one)."""
     if len(window) < 8 and all(row.dtype == np.float32 for row in window):  # numpy's mean, in Python floats
-        values = [row.tolist() for row in window]
-        return [mean32([row[agent] for row in values]) for agent in agents]
+        means = column_means32([row.tolist() for row in window])
+        return [means[agent] for agent in agents]
     return [float(np.mean(np.array([row[agent] for row in window], dtype=np.float32))) for agent in agents]
 
 
@@ -207,8 +207,8 @@ class TR4Game(Game):
         averages = [0.0] * n if t <= 1 else _memory_averages(self.history[-min(p.k, t - 1) :], range(n))
         if self.actions.dtype == np.float32:  # float32 signals and responses, as numpy's scalars give them
             kappa = f32(p.kappa)
-            signals = [f32(a - m) for a, m in zip(self.actions.tolist(), averages, strict=True)]
-            phis = np.tanh(np.array([f32(kappa * s) for s in signals], dtype=np.float32)).tolist()
+            signals = f32s([a - m for a, m in zip(self.actions.tolist(), averages, strict=True)])
+            phis = np.tanh(np.array([kappa * s for s in signals], dtype=np.float32)).tolist()  # the array rounds
         else:
             raw = [cooperation_signal(self.actions[j], averages[j]) for j in range(n)]
             phis = [bounded_response(s, p.kappa) for s in raw]

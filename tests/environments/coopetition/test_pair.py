@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from envgym.environments.coopetition.api import build_game
-from envgym.environments.coopetition.pair import f32, mean32
+from envgym.environments.coopetition.pair import column_means32, f32, f32s, f32x2
 from envgym.environments.coopetition.tr1 import SynergySearch, _variance32
 from envgym.environments.coopetition.tr4 import memory_average
 
@@ -161,12 +161,20 @@ def test_f32_is_numpys_float32_cast() -> None:
     assert got.tobytes() == expected.tobytes()
 
 
-def test_mean32_is_numpys_float32_mean() -> None:
+def test_f32s_and_f32x2_round_each_number() -> None:
+    values = [0.1, -2.0 / 3.0, 1e-42, 1e39, 7.0]
+    assert f32s(values) == tuple(f32(v) for v in values) == (f32(0.1), f32(-2.0 / 3.0), f32(1e-42), math.inf, 7.0)
+    assert f32x2(0.1, -1e39) == (f32(0.1), -math.inf)
+
+
+def test_column_means32_are_numpys_float32_means() -> None:
     rng = np.random.default_rng(1)
-    for n in range(1, 8):
-        for _ in range(2_000):
-            values = (rng.uniform(0, 100, n) * rng.choice([1.0, 1e-3, 1e3])).astype(np.float32)
-            assert mean32(values.tolist()) == float(np.mean(values)), values
+    for rows in range(1, 8):
+        for columns in (1, 2, 6):
+            for _ in range(500):
+                block = (rng.uniform(0, 100, (rows, columns)) * rng.choice([1.0, 1e-3, 1e3])).astype(np.float32)
+                expected = tuple(float(np.mean(block[:, j])) for j in range(columns))
+                assert column_means32(block.tolist()) == expected, block
 
 
 def test_memory_averages_are_numpys_means() -> None:
