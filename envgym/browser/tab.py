@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import io
 import json
 import logging
@@ -167,8 +168,22 @@ class Tab:
     def _config(self) -> tuple[Any, ...]:
         return (self.viewport, self.timeout_ms, self.init_scripts, self.device_scale_factor)
 
-    def screenshot(self, clip: tuple[float, float, float, float] | None = None) -> np.ndarray:
-        """The page (or the ``clip`` rectangle x, y, width, height in CSS pixels) as uint8 (H, W, 3)."""
+    def screenshot(self, clip: tuple[float, float, float, float] | None = None, *, still: bool = False) -> np.ndarray:
+        """The page (or the ``clip`` rectangle x, y, width, height in CSS pixels) as uint8 (H, W, 3).
+
+        Playwright's screenshot stops CSS animations and hides the caret for the capture, then
+        restores them (several round trips). ``still=True``: the caller vouches that the page runs
+        no CSS animation or transition (``document.getAnimations()`` is empty), shows no caret (its
+        own style hides it) and is not scrolled, and the viewport is captured in one DevTools call,
+        the same pixels.
+        """
+        if still and clip is None:
+            if self._cdp is None:
+                self._cdp = self.context.new_cdp_session(self.page)
+            width, height = self.viewport
+            area = {"x": 0, "y": 0, "width": width, "height": height, "scale": self.device_scale_factor}
+            shot = self._cdp.send("Page.captureScreenshot", {"format": "png", "clip": area, "captureBeyondViewport": False})
+            return png_to_array(base64.b64decode(shot["data"]))
         kwargs: dict[str, Any] = {"type": "png", "animations": "disabled", "caret": "hide"}
         if clip is not None:
             kwargs["clip"] = {"x": clip[0], "y": clip[1], "width": clip[2], "height": clip[3]}

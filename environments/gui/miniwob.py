@@ -86,8 +86,19 @@ _READ_JS = """async (o) => {
   return {done: !!WOB_DONE_GLOBAL, reward: Number(WOB_REWARD_GLOBAL) || 0, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
           reason: WOB_REWARD_REASON === null || WOB_REWARD_REASON === undefined ? null : String(WOB_REWARD_REASON),
           tree: snap.text, nodes: snap.nodes, rects: snap.rects, dom: o.dom ? window.__envgymDOM() : null,
-          ups: window.__envgymClock.ups(), late: late};
+          ups: window.__envgymClock.ups(), late: late,
+          still: o.shots ? document.getAnimations().length === 0 && !window.scrollX && !window.scrollY : null};
 }"""
+
+# Screenshots never show the caret (Playwright's screenshots hide it for the capture; this keeps it
+# hidden, so a capture needs no style put in and taken out: Tab.screenshot(still=True)).
+_NO_CARET_JS = """
+document.addEventListener('DOMContentLoaded', () => {
+  const style = document.createElement('style');
+  style.textContent = '* { caret-color: transparent !important; }';
+  (document.head || document.documentElement).appendChild(style);
+});
+"""
 
 # A reset's one round trip: start the episode, then read the page as a step does (no time, no frame).
 _START_READ_JS = f"""async (o) => {{
@@ -388,7 +399,7 @@ class MiniWoBEnv(TextEnv):
             viewport=(width, height),
             headless=headless,
             timeout_ms=timeout_ms,
-            init_scripts=(VIRTUAL_CLOCK_JS, AXTREE_JS, _DOM_JS),
+            init_scripts=(VIRTUAL_CLOCK_JS, AXTREE_JS, _DOM_JS, _NO_CARET_JS),
             device_scale_factor=self.scale,
             reuse=True,
         )
@@ -440,6 +451,7 @@ class MiniWoBEnv(TextEnv):
             "skip": list(_HARNESS_IDS),
             "boxes": self.boxes,
             "dom": self.dom and self.obs_mode == "dict",
+            "shots": self.obs_mode == "dict" or self.render_mode == "rgb_array",
         }
 
     def _read(self, ms: int, flush: int = 0) -> dict[str, Any]:
@@ -669,7 +681,8 @@ class MiniWoBEnv(TextEnv):
         if not self._tab.is_open:
             h, w = round(MINIWOB_TASK_SIZE[1] * self.scale), round(MINIWOB_TASK_SIZE[0] * self.scale)
             return np.zeros((h, w, 3), np.uint8)
-        return self._tab.screenshot()
+        # the page was read after its last change: still then (no CSS animation, not scrolled), still now
+        return self._tab.screenshot(still=self._state.get("still") is True)
 
     def render(self) -> Any:
         if self.render_mode == "rgb_array":

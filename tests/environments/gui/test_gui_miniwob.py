@@ -333,6 +333,22 @@ def test_dict_observation_screenshot_and_render() -> None:
         env.close()
 
 
+def test_screenshots_in_one_devtools_call_equal_playwrights() -> None:
+    """A still page (no CSS animation) is captured in one call; the pixels are Playwright's own
+    screenshot's (animations stopped, caret hidden), with a focused text field and its caret too."""
+    env = MiniWoBEnv(task="enter-text", obs="dict")
+    try:
+        obs, _ = env.reset(seed=3)
+        (field,) = _ids(obs["axtree"], "textbox")
+        obs, *_ = env.step(f"click({field})")
+        assert "focused" in obs["axtree"] and env._state["still"] is True
+        assert np.array_equal(obs["screenshot"], env._tab.screenshot())  # Playwright's path
+        obs, *_ = env.step(f'fill({field}, "abc")')
+        assert np.array_equal(obs["screenshot"], env._tab.screenshot())
+    finally:
+        env.close()
+
+
 def test_virtual_time_drives_delayed_tasks() -> None:
     """click-collapsible opens its section with a jQuery UI animation, which runs on virtual time: fully
     open one step (500 virtual ms) after the click, not started when no time passes; MiniWoB's
