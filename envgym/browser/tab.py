@@ -182,7 +182,9 @@ class Tab:
                 self._cdp = self.context.new_cdp_session(self.page)
             width, height = self.viewport
             area = {"x": 0, "y": 0, "width": width, "height": height, "scale": self.device_scale_factor}
-            shot = self._cdp.send("Page.captureScreenshot", {"format": "png", "clip": area, "captureBeyondViewport": False})
+            shot = self._cdp.send(
+                "Page.captureScreenshot", {"format": "png", "clip": area, "captureBeyondViewport": False}
+            )
             return png_to_array(base64.b64decode(shot["data"]))
         kwargs: dict[str, Any] = {"type": "png", "animations": "disabled", "caret": "hide"}
         if clip is not None:

@@ -73,7 +73,6 @@ _START_JS = """(o) => {
           fields: (u && typeof u === 'object') ? (u.fields || null) : null};
 }"""
 
-
 # One round trip per step: let virtual time pass, read MiniWoB's globals and the tree. Real frames
 # (o.flush) run first when one could still change the page (a hover to move, a listener of frame
 # events: envgym.browser.clock), or always (o.force: the SETTLE_FRAMES tasks).
@@ -440,7 +439,9 @@ class MiniWoBEnv(TextEnv):
         page.goto(self.url, wait_until="load")
         # (the count of timers the load left: a page that keeps timers from its load, an animation
         # loop, would lose them in a fast reset)
-        pending = self._tab.evaluate(f"async () => {{ await ({_PRELOAD_JS})(); return window.__envgymClock.pending(); }}")
+        pending = self._tab.evaluate(
+            f"async () => {{ await ({_PRELOAD_JS})(); return window.__envgymClock.pending(); }}"
+        )
         _LOAD_TIMERS.setdefault(self.task_name, pending > 0)
 
     def _read_options(self, ms: int, flush: int) -> dict[str, Any]:
@@ -460,11 +461,17 @@ class MiniWoBEnv(TextEnv):
     def _click_and_read(self, x: float, y: float, ms: int, flush: int) -> dict[str, Any]:
         """A click and the read after it, sent at once: the read waits in the page for the click's
         mouse-up (one more than the page had counted at the last read) and its task to end."""
-        options = {**self._read_options(ms, flush), "ups": int(self._state.get("ups", 0)) + 1, "upsWait": _CLICK_WAIT_MS}
+        options = {
+            **self._read_options(ms, flush),
+            "ups": int(self._state.get("ups", 0)) + 1,
+            "upsWait": _CLICK_WAIT_MS,
+        }
         state = self._tab.click_then_evaluate(x, y, _READ_JS, options)
         self._actor.clicked(x, y)  # type: ignore[union-attr]
         if state.get("late"):
-            logger.warning("%s: the click's mouse-up did not reach the page in %d ms; read anyway", self.task_name, _CLICK_WAIT_MS)
+            logger.warning(
+                "%s: the click's mouse-up did not reach the page in %d ms; read anyway", self.task_name, _CLICK_WAIT_MS
+            )
         return self._took(state)
 
     def _role(self, element_id: int) -> str:

@@ -201,7 +201,11 @@ def test_page_actor_runs_actions_and_refuses_impossible_ones(page) -> None:
 def test_evaluate_is_one_devtools_call_with_json_in_and_out(page) -> None:
     from envgym.browser.tab import PageScriptError
 
-    assert page.evaluate("(o) => [o.a + 1, o.s.toUpperCase(), null]", {"a": 41, "s": "x\u2028y"}) == [42, "X\u2028Y", None]
+    assert page.evaluate("(o) => [o.a + 1, o.s.toUpperCase(), null]", {"a": 41, "s": "x\u2028y"}) == [
+        42,
+        "X\u2028Y",
+        None,
+    ]
     assert page.evaluate("async () => { await null; return document.title; }") == page.page.title()
     with pytest.raises(PageScriptError, match="boom"):
         page.evaluate("() => { throw new Error('boom'); }")
