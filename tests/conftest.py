@@ -25,6 +25,27 @@ _SHARED_SCOPES = {"class", "module", "package"}
 _SESSION_GROUPS = {"ray_instance": "ray"}
 
 
+#: Terminal size variables: pytest-xdist workers start with COLUMNS=80 and LINES=24 set, which the
+#: command line reads as a width (its piped output is 200 columns wide only when COLUMNS is unset).
+_TERMINAL_VARS = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist controller: hand each worker the terminal variables of the run as it was started."""
+    node.workerinput["envgym_terminal"] = {name: os.environ.get(name) for name in _TERMINAL_VARS}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """An xdist worker sees the terminal variables the run was started with, not its own."""
+    given = getattr(config, "workerinput", {}).get("envgym_terminal", {})
+    for name, value in given.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def ray_instance() -> Iterator[Any]:
     """One local Ray (2 CPUs) for every Ray test of the session: starting Ray takes seconds.
