@@ -18,6 +18,11 @@ Chromium processes apart from the driver.
   always carries the DOM elements and, unless ``--no-selenium-screenshots``, a screenshot (its
   default). Actions are ``CLICK_ELEMENT`` on a random element ref of its observation.
 
+``--baseline-src DIR`` also measures the envgym side from another checkout (e.g. the code before a
+change: ``git worktree add /tmp/gui-base <commit>``), in a child process that imports envgym from
+DIR ahead of the installed one, so both versions and the Selenium env are measured in one run:
+rows ``envgym_baseline`` and ``speedup_vs_baseline``.
+
 ``--random-agent N`` instead plays N episodes of the random agent (the env's ``sample_action``,
 as ``agents/random.py``; default ``max_turns`` 10) on every registered MiniWoB task and reports
 its success rate and mean raw reward per task.
@@ -25,6 +30,7 @@ its success rate and mean raw reward per task.
     python benchmarks/perf/gui.py                       # the figures in benchmarks/perf/results/gui.json
     python benchmarks/perf/gui.py --episodes 3 --tasks click-button --json   # smoke run
     python benchmarks/perf/gui.py --random-agent 20 --json   # random-agent figures, every task
+    python benchmarks/perf/gui.py --baseline-src /tmp/gui-base   # before/after and Selenium, one run
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import os
 import platform
 import random
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -120,6 +127,49 @@ def run_envgym(task: str, episodes: int, max_steps: int, screenshots: bool, seed
     memory = browser_memory_mb(_descendants(os.getpid()) - before)
     env.close()
     return _summary(create, resets, steps, memory)
+
+
+# A child process that measures run_envgym with envgym imported from another checkout (argv[1]):
+# its finder goes first, and the envgym modules the installed package's .pth hook imported are dropped.
+_BASELINE_CHILD = """
+import importlib.util, json, sys
+root, script, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+folders = {"envgym": root + "/envgym", "envgym.environments": root + "/environments", "envgym.agents": root + "/agents"}
+
+class FromCheckout:
+    @classmethod
+    def find_spec(cls, fullname, path=None, target=None):
+        folder = folders.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(fullname, folder + "/__init__.py", submodule_search_locations=[folder])
+
+sys.meta_path.insert(0, FromCheckout)
+for name in [n for n in sys.modules if n == "envgym" or n.startswith("envgym.")]:
+    del sys.modules[name]
+spec = importlib.util.spec_from_file_location("gui_bench", script)
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
+import envgym
+assert envgym.__file__.startswith(root), envgym.__file__
+print(json.dumps(bench.run_envgym(*args)))
+"""
+
+
+def run_envgym_from(
+    root: Path, task: str, episodes: int, max_steps: int, screenshots: bool, seed: int
+) -> dict[str, Any]:
+    """:func:`run_envgym` with envgym imported from the checkout ``root``, in a child process."""
+    args = json.dumps([task, episodes, max_steps, screenshots, seed])
+    proc = subprocess.run(
+        [sys.executable, "-c", _BASELINE_CHILD, str(root.resolve()), str(Path(__file__).resolve()), args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"the baseline run from {root} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.splitlines()[-1])
 
 
 def run_selenium(task: str, episodes: int, max_steps: int, screenshots: bool, seed: int) -> dict[str, Any]:
@@ -208,6 +258,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-selenium", action="store_true", help="skip the miniwob Selenium env")
     parser.add_argument(
+        "--baseline-src", type=Path, metavar="DIR", help="also measure envgym from this checkout (before/after)"
+    )
+    parser.add_argument(
         "--random-agent", type=int, metavar="N", default=0, help="random-agent figures: N episodes on every task"
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON on stdout")
@@ -217,6 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--episodes and --steps must be >= 1")
     if args.random_agent < 0:
         parser.error("--random-agent must be >= 0")
+    if args.baseline_src is not None and not (args.baseline_src / "envgym" / "__init__.py").is_file():
+        parser.error(
+            f"--baseline-src must be an envgym checkout (with envgym/__init__.py), got {str(args.baseline_src)!r}"
+        )
     if args.random_agent:
         from envgym.environments.gui import MINIWOB_TASKS
 
@@ -242,20 +299,34 @@ def main(argv: list[str] | None = None) -> int:
             "max_clicks": args.steps,
             "envgym_screenshots": args.screenshots,
             "selenium_screenshots": not args.no_selenium_screenshots,
+            "baseline_src": str(args.baseline_src) if args.baseline_src is not None else None,
         },
         "tasks": {},
     }
     for task in args.tasks:
-        row: dict[str, Any] = {"envgym": run_envgym(task, args.episodes, args.steps, args.screenshots, args.seed)}
+        row: dict[str, Any] = {}
+        if args.baseline_src is not None:  # the baseline first, then the current code, then Selenium
+            row["envgym_baseline"] = run_envgym_from(
+                args.baseline_src, task, args.episodes, args.steps, args.screenshots, args.seed
+            )
+        row["envgym"] = run_envgym(task, args.episodes, args.steps, args.screenshots, args.seed)
+        if args.baseline_src is not None:
+            base, ours = row["envgym_baseline"], row["envgym"]
+            row["speedup_vs_baseline"] = {
+                "reset": round(base["reset_ms"] / ours["reset_ms"], 2),
+                "steps_per_s": round(ours["steps_per_s"] / base["steps_per_s"], 2),
+            }
         if not args.no_selenium:
             row["miniwob_selenium"] = run_selenium(
                 task, args.episodes, args.steps, not args.no_selenium_screenshots, args.seed
             )
-            ours, theirs = row["envgym"], row["miniwob_selenium"]
-            row["speedup"] = {
-                "reset": round(theirs["reset_ms"] / ours["reset_ms"], 2),
-                "steps_per_s": round(ours["steps_per_s"] / theirs["steps_per_s"], 2),
-            }
+            theirs = row["miniwob_selenium"]
+            for name, key in (("envgym", "speedup"), ("envgym_baseline", "baseline_speedup")):
+                if name in row:
+                    row[key] = {
+                        "reset": round(theirs["reset_ms"] / row[name]["reset_ms"], 2),
+                        "steps_per_s": round(row[name]["steps_per_s"] / theirs["steps_per_s"], 2),
+                    }
         results["tasks"][task] = row
         print(f"{task}: {json.dumps(row)}", file=sys.stderr)
     results["machine"]["load_avg_end"] = os.getloadavg()
@@ -267,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         print(text)
     else:
         for task, row in results["tasks"].items():
-            for name in ("envgym", "miniwob_selenium"):
+            for name in ("envgym_baseline", "envgym", "miniwob_selenium"):
                 if name in row:
                     r = row[name]
                     print(
