@@ -150,7 +150,7 @@ def search_figures(
         "queries": len(lat),
         "loadavg_start": [round(x, 2) for x in load],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        "pruning_mb": {"maxima_on_disk": arrays.maxima.nbytes / 2**20, "accumulator_per_process": 8 * size / 2**20},
+        "pruning_mb": {"maxima_on_disk": arrays.maxima.nbytes / 2**20, "accumulator_per_process": 9 * size / 2**20},
     }
 
 

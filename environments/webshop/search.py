@@ -289,7 +289,7 @@ class SearchIndex:
     Build or open it with :meth:`for_catalogue`. :meth:`search` ranks with the impact arrays
     (memory-mapped, so processes share them) and prunes with per-term score bounds;
     :meth:`search_exhaustive` scores every matching document from the same arrays (same result,
-    slower on large catalogues); :meth:`search_fts5` asks FTS5 itself (``ORDER BY rank``, its
+    slower on large catalogues); :meth:`scored` returns the scores too; :meth:`search_fts5` asks FTS5 itself (``ORDER BY rank``, its
     ``bm25()``), which gives the same ranking and is the reference the tests compare against, but
     takes 50-100 ms per query at 100,000 products. Instances pickle as their path and reopen the
     files in the receiving process.
