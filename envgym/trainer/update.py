@@ -9,6 +9,8 @@ with the chosen algorithm's advantages, then the policy-gradient steps.
 - :meth:`PolicyUpdate.optimise`: ``ppo_epochs`` passes of ``minibatches`` optimizer steps, each
   accumulating gradients over micro-batches; the loss terms come from
   :mod:`envgym.trainer.losses` (the value term only for algorithms with a value head).
+  Micro-batches keep the rows of one prompt together (:meth:`PolicyUpdate.micro_order`), so a
+  GRPO group's prompt is forwarded once (:mod:`envgym.trainer.packing`).
 """
 
 from __future__ import annotations
