@@ -262,7 +262,11 @@ class PageActor:
         """Move the pointer to (0, 0) (a fixed spot between episodes) unless it is there already."""
         if self.pointer != (0.0, 0.0):
             self.page.mouse.move(0, 0)
-            self.pointer = (0.0, 0.0)
+        self.parked()
+
+    def parked(self) -> None:
+        """The pointer is at (0, 0): :meth:`park` moved it, or a caller did."""
+        self.pointer = (0.0, 0.0)
         self.mouse = (self.width / 2, self.height / 2)
 
     def _centre(self, element_id: int, need: str = "") -> tuple[float, float, dict[str, Any]]:

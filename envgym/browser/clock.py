@@ -109,32 +109,40 @@ VIRTUAL_CLOCK_JS = """
     window[name] = class extends Real { constructor(...args) { super(...args); frameListeners = true; } };
   }
   let pointer = null;  // {x, y, target} of the last real mouse event
-  const track = (e) => { if (e.isTrusted) pointer = {x: e.clientX, y: e.clientY, target: e.target}; };
+  const track = (e) => {
+    if (!e.isTrusted) return;
+    pointer = {x: e.clientX, y: e.clientY, target: e.target};
+    if (waiters.length) channel.port2.postMessage(0);
+  };
   for (const type of ['mousemove', 'mouseover', 'mousedown', 'mouseup']) {
     realAdd.call(window, type, track, {capture: true, passive: true});
   }
-  // Real mouse-ups seen, and waiters for the end of the input task that dispatched the n-th one
-  // (its click and the click's default actions run in that task): a script sent together with a
-  // click runs only after it (afterUps), whichever of the two reaches the page first.
+  // Real mouse-ups seen, and waiters for the end of the input task that dispatched an awaited
+  // event (the n-th mouse-up: its click and the click's default actions run in that task; or a
+  // move to a point): a script sent together with the input runs only after it (afterUps,
+  // afterPointerAt), whichever of the two reaches the page first.
   let ups = 0;
-  const upWaiters = [];
+  const waiters = [];
   const channel = new MessageChannel();
   channel.port1.onmessage = () => {
-    for (let i = upWaiters.length - 1; i >= 0; i--) {
-      if (ups >= upWaiters[i].n) { const w = upWaiters.splice(i, 1)[0]; w.resolve(true); }
+    for (let i = waiters.length - 1; i >= 0; i--) {
+      if (waiters[i].ready()) { const w = waiters.splice(i, 1)[0]; w.resolve(true); }
     }
   };
   realAdd.call(window, 'mouseup', (e) => { if (e.isTrusted) { ups++; channel.port2.postMessage(0); } },
                {capture: true, passive: true});
-  function afterUps(n, timeoutMs) {
-    if (ups >= n) return Promise.resolve(true);
+  function after(ready, timeoutMs) {
+    if (ready()) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const w = {n: n, resolve: resolve};
-      upWaiters.push(w);
-      realTimeout(() => { const i = upWaiters.indexOf(w); if (i >= 0) { upWaiters.splice(i, 1); resolve(false); } },
+      const w = {ready: ready, resolve: resolve};
+      waiters.push(w);
+      realTimeout(() => { const i = waiters.indexOf(w); if (i >= 0) { waiters.splice(i, 1); resolve(false); } },
                   timeoutMs);
     });
   }
+  const afterUps = (n, timeoutMs) => after(() => ups >= n, timeoutMs);
+  const afterPointerAt = (x, y, timeoutMs) => after(() => pointer !== null && pointer.x === x && pointer.y === y,
+                                                    timeoutMs);
   function framePending() {
     if (frameListeners || document.querySelector(FRAME_HANDLERS) !== null) return true;
     if (pointer === null) return false;  // no real pointer over this document yet: no hover to move
@@ -177,6 +185,8 @@ VIRTUAL_CLOCK_JS = """
       // (false when timeoutMs of real time pass first)
       ups: () => ups,
       afterUps: afterUps,
+      // a promise of the end of the task of a real mouse event at (x, y) (false after timeoutMs)
+      afterPointerAt: afterPointerAt,
       reset: () => { now = EPOCH; timers.clear(); seq = 0; },
     }),
     enumerable: false,

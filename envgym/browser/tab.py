@@ -131,18 +131,26 @@ class Tab:
         Playwright parts this needs (its sync API over its async one), the two calls run one after
         the other.
         """
+        return self._mouse_then_evaluate("click", x, y, function, arg)
+
+    def move_then_evaluate(self, x: float, y: float, function: str, arg: Any = None) -> Any:
+        """``page.mouse.move(x, y)`` then :meth:`evaluate`, both sent at once; the script waits for
+        the move itself (``window.__envgymClock.afterPointerAt``). As :meth:`click_then_evaluate`."""
+        return self._mouse_then_evaluate("move", x, y, function, arg)
+
+    def _mouse_then_evaluate(self, kind: str, x: float, y: float, function: str, arg: Any) -> Any:
         if self._cdp is None:
             self._cdp = self.context.new_cdp_session(self.page)
         try:  # private attributes of playwright-python
             run, mouse, session = self.page._sync, self.page.mouse._impl_obj, self._cdp._impl_obj
         except AttributeError:
-            self.page.mouse.click(x, y)
+            getattr(self.page.mouse, kind)(x, y)
             return self.evaluate(function, arg)
+        gesture = mouse.click(x, y, None, None, None) if kind == "click" else mouse.move(x, y, None)
 
         async def both() -> Any:
             _, reply = await asyncio.gather(
-                mouse.click(x, y, None, None, None),
-                session.send("Runtime.evaluate", self._evaluation(function, arg), None),
+                gesture, session.send("Runtime.evaluate", self._evaluation(function, arg), None)
             )
             return reply
 

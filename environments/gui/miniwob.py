@@ -101,7 +101,10 @@ document.addEventListener('DOMContentLoaded', () => {
 
 # A reset's one round trip: start the episode, then read the page as a step does (no time, no frame).
 _START_READ_JS = f"""async (o) => {{
+  // sent together with the move to (0, 0) that parks the pointer: wait for it
+  const parked = o.park ? await window.__envgymClock.afterPointerAt(0, 0, o.upsWait) : true;
   const started = ({_START_JS})(o);
+  started.parked = parked;
   const state = await ({_READ_JS})(o);
   state.started = started;
   return state;
@@ -501,7 +504,13 @@ class MiniWoBEnv(TextEnv):
             fast = same and self.task_name not in self.RELOAD_TASKS and not _LOAD_TIMERS.get(self.task_name, True)
         else:
             fast = same and self.reset_mode == "fast"
-        self._actor.park()  # type: ignore[union-attr]  # the same pointer position at every start
+        # the same pointer position at every start: parked at (0, 0), together with the start when
+        # the page is kept and the pointer is known to be elsewhere (then the page sees the move)
+        actor = self._actor
+        assert actor is not None
+        send_park = fast and actor.pointer is not None and actor.pointer != (0.0, 0.0)
+        if not send_park:
+            actor.park()
         if not fast:
             self._load()
         options = {
@@ -511,9 +520,17 @@ class MiniWoBEnv(TextEnv):
             "maxTime": self.episode_ms if self.episode_ms is not None else 2**31 - 1,
             "slices": _READY_SLICES,
             **self._read_options(0, 0),
+            "park": send_park,
+            "upsWait": _CLICK_WAIT_MS,
         }
-        state = self._tab.evaluate(_START_READ_JS, options)
+        if send_park:
+            state = self._tab.move_then_evaluate(0, 0, _START_READ_JS, options)
+            actor.parked()
+        else:
+            state = self._tab.evaluate(_START_READ_JS, options)
         started = state.pop("started")
+        if not started.pop("parked"):
+            logger.warning("%s: the move to (0, 0) did not reach the page in %d ms", self.task_name, _CLICK_WAIT_MS)
         if not started["ready"]:
             logger.warning("%s: the page did not report WOB_TASK_READY after its reset", self.task_name)
         self._goal = " ".join(str(started["utterance"] or "").split())
