@@ -67,6 +67,7 @@ import hashlib
 import inspect
 import logging
 import os
+import weakref
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -287,7 +288,6 @@ class HFAgent(Agent):
         # transformers >= 5.24 names the KV cache argument (and output) ``cache``; older releases
         # ``past_key_values`` (now deprecated, with a FutureWarning per call).
         self._cache_name = "cache" if "cache" in forward else "past_key_values"
-        self._token_texts: list[str] | None = None  # each token id decoded alone (stop-string filter)
         self._stop_masks: dict[tuple[tuple[str, ...], int], Any] = {}
         self._closed = False
 
@@ -562,10 +562,7 @@ class HFAgent(Agent):
         mask = self._stop_masks.get(key)
         if mask is not None:
             return mask
-        if self._token_texts is None:
-            known = min(vocab, len(self.tokenizer))
-            self._token_texts = self.tokenizer.batch_decode([[i] for i in range(known)], skip_special_tokens=True)
-        texts = self._token_texts
+        texts = _token_texts(self.tokenizer)[:vocab]
         if any(not text or text[-1].isspace() for text in stop):
             mask = torch.ones(vocab, dtype=torch.bool)
         else:
@@ -892,6 +889,19 @@ def _prefill_buckets(lengths: Sequence[int]) -> list[tuple[int, int]]:
         total += length
     buckets.append((start, len(lengths)))
     return buckets
+
+
+#: Each tokenizer's ids decoded one by one (for the stop-string filter), kept while the tokenizer
+#: lives: decoding a 49k vocabulary takes a second or two, and the trainer builds an agent per rollout.
+_TOKEN_TEXTS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+
+
+def _token_texts(tokenizer: Any) -> list[str]:
+    texts = _TOKEN_TEXTS.get(tokenizer)
+    if texts is None:
+        texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=True)
+        _TOKEN_TEXTS[tokenizer] = texts
+    return texts
 
 
 def _cache_layers(cache: Any) -> list[tuple[Any, Any]] | None:
