@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from envgym.agents.solvers.webshop import parse_instruction
+from envgym.environments.webshop import search as search_module
 from envgym.environments.webshop.catalogue import Catalogue, GeneratedCatalogue, ListCatalogue, asin_of
 from envgym.environments.webshop.search import SearchIndex, query_terms
 
@@ -142,3 +143,24 @@ def test_bad_limit_is_refused(cache: Path, limit: object) -> None:
     for method in (index.search, index.search_exhaustive, index.search_fts5):
         with pytest.raises(InvalidKwargsError, match="limit must be a positive int"):
             method("coffee", limit)  # type: ignore[arg-type]
+
+
+def test_a_wrong_guessed_threshold_falls_back_to_the_proven_one(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The search first tries a threshold guessed from a slice of the products and keeps the result
+    only if enough products reach it; a catalogue whose best matches all sit in that slice makes
+    the guess too high, and the search must then redo the work with the proven threshold."""
+    base = GeneratedCatalogue(4000, seed=11)
+    products = [base.product(i) for i in range(4000)]
+    for i in range(5):  # only in the slice scored first: its 4th best is above the 7th best of all
+        products[i] = dataclasses.replace(products[i], title="walnut lantern walnut lantern " + products[i].title)
+    catalogue = ListCatalogue(products, [base.goal(i) for i in range(60)], label="skewed")
+    index = SearchIndex.for_catalogue(catalogue, cache)
+    passes: list[float] = []
+    maxscore = search_module._maxscore
+    monkeypatch.setattr(search_module, "_maxscore", lambda *a: passes.append(a[-1]) or maxscore(*a))
+    q = "walnut lantern pack set"
+    ids, scores = index.scored(q, 7, method="pruned")
+    ref_ids, ref_scores = index.scored(q, 7, method="exhaustive")
+    assert ids.tolist() == ref_ids.tolist() and scores.tolist() == ref_scores.tolist()
+    assert set(ids[:5].tolist()) == set(range(5))
+    assert len(passes) == 2 and passes[0] > passes[1]  # the guess, then the proven threshold
