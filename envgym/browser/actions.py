@@ -31,7 +31,16 @@ from typing import Any
 
 from envgym.errors import suggest
 
-__all__ = ["ACTION_HELP", "SIGNATURES", "Action", "ActionError", "ActionSyntaxError", "PageActor", "parse_action"]
+__all__ = [
+    "ACTION_HELP",
+    "SIGNATURES",
+    "Action",
+    "ActionError",
+    "ActionSyntaxError",
+    "PageActor",
+    "choose_option_then",
+    "parse_action",
+]
 
 #: Each action's argument kinds: "id" (int >= 1), "str", "num" (int or float).
 SIGNATURES: dict[str, tuple[str, ...]] = {
@@ -200,6 +209,25 @@ _SELECT_JS = """([id, want]) => {
   return {ok: true};
 }"""
 
+
+def choose_option_then(then: str) -> str:
+    """JavaScript ``async (o) => ...`` that does what :meth:`PageActor.run` does for ``click(o.option)``
+    when the element has no box of its own (an option of a closed ``<select>``: chosen by its text),
+    then returns ``{value: await then(o)}``, all in one call. It returns ``{refused: ...}`` (see
+    :meth:`PageActor.refusal`) when the click cannot be done, nothing changed but the scroll that
+    :meth:`PageActor.run` does too, and ``{click: [x, y]}`` when the element is not such an option
+    (the caller clicks there, as ``run`` would)."""
+    return f"""async (o) => {{
+  const box = window.__envgymAX.locate(o.option, '');
+  if (box === null) return {{refused: 'missing'}};
+  if (!box.visible) return {{refused: 'hidden'}};
+  if (box.tag !== 'OPTION') return {{click: [box.x + box.w / 2, box.y + box.h / 2]}};
+  const chosen = ({_SELECT_JS})([o.option, window.__envgymAX.element(o.option).textContent]);
+  if (chosen.error) return {{refused: chosen.error}};
+  return {{value: await ({then})(o)}};
+}}"""
+
+
 _FOCUS_SELECT_JS = """(id) => {
   const el = window.__envgymAX.element(id);
   if (!el) return false;
@@ -269,17 +297,36 @@ class PageActor:
         self.pointer = (0.0, 0.0)
         self.mouse = (self.width / 2, self.height / 2)
 
-    def _centre(self, element_id: int, need: str = "") -> tuple[float, float, dict[str, Any]]:
-        known = self.rects.get(element_id) if not need else None
+    def known_centre(self, element_id: int) -> tuple[float, float] | None:
+        """The element's centre from the latest tree snapshot when it is shown whole on the screen."""
+        known = self.rects.get(element_id)
         if known is not None:
             x, y, w, h = known
             if w > 0 and h > 0 and x >= 0 and y >= 0 and x + w <= self.width and y + h <= self.height:
-                return x + w / 2, y + h / 2, {"tag": "", "visible": True}
+                return x + w / 2, y + h / 2
+        return None
+
+    def refusal(self, element_id: int, refused: str) -> ActionError:
+        """The error :meth:`run` raises for ``click(element_id)`` refused by :func:`choose_option_then`."""
+        if refused == "missing":
+            return ActionError(f"there is no element [{element_id}] on the page: use an id from the tree.")
+        if refused == "hidden":
+            return ActionError(f"element [{element_id}] is not visible.")
+        return ActionError(f"option [{element_id}] cannot be chosen ({refused}).")
+
+    def chose(self) -> None:
+        """A caller ran :func:`choose_option_then`'s choice: the known boxes are stale."""
+        self.rects = {}
+
+    def _centre(self, element_id: int, need: str = "") -> tuple[float, float, dict[str, Any]]:
+        centre = self.known_centre(element_id) if not need else None
+        if centre is not None:
+            return centre[0], centre[1], {"tag": "", "visible": True}
         box = self.page.evaluate("([id, need]) => window.__envgymAX.locate(id, need)", [element_id, need])
         if box is None:
-            raise ActionError(f"there is no element [{element_id}] on the page: use an id from the tree.")
+            raise self.refusal(element_id, "missing")
         if not box["visible"]:
-            raise ActionError(f"element [{element_id}] is not visible.")
+            raise self.refusal(element_id, "hidden")
         if need == "editable" and not box["editable"]:
             raise ActionError(f"element [{element_id}] is not a text field: fill() types into textboxes.")
         if need == "editable" and box["disabled"]:
@@ -331,7 +378,7 @@ class PageActor:
                     _SELECT_JS, [args[0], page.evaluate("(id) => window.__envgymAX.element(id).textContent", args[0])]
                 )
                 if result.get("error"):
-                    raise ActionError(f"option [{args[0]}] cannot be chosen ({result['error']}).")
+                    raise self.refusal(args[0], result["error"])
                 return
             mouse.click(x, y)
             self.mouse = self.pointer = (x, y)

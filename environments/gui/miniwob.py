@@ -26,6 +26,7 @@ from envgym.browser import (
     parse_action,
     require_browser,
 )
+from envgym.browser.actions import choose_option_then
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import InvalidKwargsError, MissingDependencyError, check_choice, suggest
 from envgym.spaces import MAX_TEXT_LENGTH, Text
@@ -88,6 +89,9 @@ _READ_JS = """async (o) => {
           ups: window.__envgymClock.ups(), late: late,
           still: o.shots ? document.getAnimations().length === 0 && !window.scrollX && !window.scrollY : null};
 }"""
+
+# A click on an option of a closed <select> (chosen by its text, no mouse) and the read after it.
+_CHOOSE_READ_JS = choose_option_then(_READ_JS)
 
 # Screenshots never show the caret (Playwright's screenshots hide it for the capture; this keeps it
 # hidden, so a capture needs no style put in and taken out: Tab.screenshot(still=True)).
@@ -623,17 +627,30 @@ class MiniWoBEnv(TextEnv):
         # input events are dispatched synchronously, but what Chromium does with frames (scroll
         # events, hover updates) is let run before the virtual clock moves and the page is read
         flush = self.settle_frames if action.name != "noop" else 0
-        point = None
+        point, state = None, None
         try:
-            if action.name == "click" and self._role(action.args[0]) not in _POPUP_ROLES:
+            role = self._role(action.args[0]) if action.name == "click" else ""
+            if role == "option" and self._actor.known_centre(action.args[0]) is None:
+                # no box of its own (a closed <select>'s option): chosen and read in one call
+                outcome = self._tab.evaluate(
+                    _CHOOSE_READ_JS, {**self._read_options(self.step_ms, flush), "option": action.args[0]}
+                )
+                if "refused" in outcome:
+                    raise self._actor.refusal(action.args[0], outcome["refused"])
+                if "click" in outcome:
+                    point = tuple(outcome["click"])
+                else:
+                    self._actor.chose()
+                    state = self._took(outcome["value"])
+            elif action.name == "click" and role not in _POPUP_ROLES:
                 point = self._actor.plain_click(action)  # sent with the read below
-            if point is None and action.name != "noop":
+            if point is None and state is None and action.name != "noop":
                 self._actor.run(action)
         except ActionError as err:
             raise InvalidAction(str(err)) from None
         if point is not None:
             state = self._click_and_read(point[0], point[1], self.step_ms, flush)
-        else:
+        elif state is None:
             state = self._read(self.step_ms, flush=flush)
         if not state["done"]:
             return Transition(self._text)
