@@ -328,6 +328,18 @@ def test_driving_script_tiny() -> None:
 
 
 # ---------------------------------------------------------------- coopetition.py
+def test_coopetition_script_times_a_baseline_checkout_side_by_side() -> None:
+    proc = run_script(
+        "coopetition.py",
+        *("--games", "TrustDilemma", "--seconds", "0.05", "--skip-baselines", "--cpu-time", "--json"),
+        *("--baseline", str(ROOT), "--repeats", "1"),  # this checkout as its own baseline
+    )
+    assert proc.returncode == 0, proc.stderr
+    (row,) = json.loads(proc.stdout)["side_by_side"]["games"]
+    assert row["baseline_parallel_steps_per_s"] > 0 and row["parallel_steps_per_s"] > 0
+    assert row["ratio"] == row["parallel_steps_per_s"] / row["baseline_parallel_steps_per_s"]
+
+
 def test_coopetition_script_tiny() -> None:
     proc = run_script(
         "coopetition.py",

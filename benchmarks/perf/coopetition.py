@@ -12,6 +12,11 @@ Prints (one process, one core):
   episode length, plus the reward-mode contribution ``(R_integrated - R_private) / R_integrated``
   per policy (``--oracle-seeds`` plays the two oracles, which solve an equilibrium every round, on
   fewer seeds: 17 of the 20 games have no randomness, so their episodes repeat across seeds);
+* with ``--baseline DIR`` (a checkout of an older commit, e.g. ``git worktree add /tmp/base 63d6b63``):
+  that checkout's Parallel steps/s beside this one's, each timed in a fresh interpreter that
+  imports only its own tree, alternating ``--repeats`` times (the best of each side is reported,
+  with the ratio), so both see the same machine load; ``--cpu-time`` counts the process's CPU
+  seconds instead of wall seconds (for a busy machine);
 * with ``--llm``: seconds per episode of the LLM view (``envgym/Coop-<Name>-Text-v0``, 10 rounds
   as in ``coopetition-v1``) played in self-play by the bundled model (one batched call per
   round), its return and its invalid answers.
@@ -21,6 +26,7 @@ Usage::
     python benchmarks/perf/coopetition.py                                  # everything, seeds 0-99
     python benchmarks/perf/coopetition.py --games TrustDilemma,TeamProduction --seeds 10 --json
     python benchmarks/perf/coopetition.py --skip-baselines --llm TrustDilemma --llm-episodes 2
+    python benchmarks/perf/coopetition.py --skip-baselines --games TrustDilemma --baseline /tmp/base --repeats 5
 """
 
 from __future__ import annotations
@@ -28,8 +34,11 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import subprocess
 import sys
+import sysconfig
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -43,12 +52,16 @@ MODES = ("private", "integrated", "cooperative")
 POLICIES = ("constant:0.0", "constant:0.5", "constant:1.0", "random", "tit_for_tat", "equilibrium", "trust_aware")
 
 
+#: The clock of every timing: ``time.perf_counter`` (wall), or ``time.process_time`` with ``--cpu-time``.
+CLOCK = time.perf_counter
+
+
 def _rate(fn: Any, seconds: float) -> float:
     """Calls of ``fn`` per second over at least ``seconds`` (fn returns how many steps it made)."""
-    done, start = 0, time.perf_counter()
+    done, start = 0, CLOCK()
     while True:
         done += fn()
-        elapsed = time.perf_counter() - start
+        elapsed = CLOCK() - start
         if elapsed >= seconds:
             return done / elapsed
 
@@ -104,10 +117,10 @@ def speed(name: str, seconds: float) -> dict[str, Any]:
         return 100
 
     engine = _rate(engine_steps, seconds)
-    t0 = time.perf_counter()
+    t0 = CLOCK()
     for seed in range(50):
         par.reset(seed=seed)
-    reset_ms = (time.perf_counter() - t0) / 50 * 1000
+    reset_ms = (CLOCK() - t0) / 50 * 1000
     return {
         "game": name,
         "agents": len(agents),
@@ -115,6 +128,63 @@ def speed(name: str, seconds: float) -> dict[str, Any]:
         "joint_steps_per_s": joint_rate,
         "engine_steps_per_s": engine,
         "reset_ms": reset_ms,
+    }
+
+
+#: Run in a fresh interpreter without site hooks (``-S``), so that ``envgym`` and its
+#: ``environments`` folder come from the checkout ``root`` and nowhere else: prints that
+#: checkout's ``speed(name, seconds)`` as JSON.
+_SPEED_IN_CHECKOUT = """
+import importlib.util, json, sys, time
+root, site_packages, name, seconds, cpu = sys.argv[1:6]
+sys.path[:0] = [root]
+sys.path.append(site_packages)
+folders = {"envgym.environments": root + "/environments", "envgym.agents": root + "/agents"}
+class Checkout:
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        folder = folders.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, folder + "/__init__.py", submodule_search_locations=[folder])
+sys.meta_path.insert(0, Checkout)
+import envgym._autoregister
+assert envgym.__file__.startswith(root), envgym.__file__
+if cpu == "1":
+    time.perf_counter = time.process_time  # the older scripts read this clock
+spec = importlib.util.spec_from_file_location("coopetition_perf", root + "/benchmarks/perf/coopetition.py")
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+print(json.dumps(module.speed(name, float(seconds))))
+"""
+
+
+def speed_in_checkout(root: Path, name: str, seconds: float, cpu_time: bool) -> dict[str, Any]:
+    """:func:`speed` of the checkout ``root`` (this one or an older commit's), in a fresh interpreter."""
+    site_packages = sysconfig.get_paths()["purelib"]
+    command = [sys.executable, "-S", "-c", _SPEED_IN_CHECKOUT, str(root), site_packages, name, str(seconds)]
+    proc = subprocess.run([*command, "1" if cpu_time else "0"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"timing {name} in {root} failed:\n{proc.stderr[-2000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def side_by_side(name: str, baseline: Path, seconds: float, repeats: int, cpu_time: bool) -> dict[str, Any]:
+    """The baseline checkout's and this checkout's Parallel steps/s for ``name``, alternating runs."""
+    here = Path(__file__).resolve().parents[2]
+    runs: dict[str, list[float]] = {"baseline": [], "current": []}
+    for k in range(repeats):
+        order = [("baseline", baseline), ("current", here)]
+        for side, root in order if k % 2 == 0 else order[::-1]:
+            runs[side].append(speed_in_checkout(root, name, seconds, cpu_time)["parallel_steps_per_s"])
+    best = {side: max(rates) for side, rates in runs.items()}
+    return {
+        "game": name,
+        "baseline_parallel_steps_per_s": best["baseline"],
+        "parallel_steps_per_s": best["current"],
+        "ratio": best["current"] / best["baseline"],
+        "runs": runs,
     }
 
 
@@ -184,7 +254,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llm-episodes", type=int, default=1)
     parser.add_argument("--llm-tokens", type=int, default=48, help="reply tokens per move for --llm")
     parser.add_argument("--json", action="store_true", help="print one JSON report instead of tables")
+    parser.add_argument(
+        "--baseline", default="", help="a checkout of an older commit: time its Parallel view beside this one's"
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs per side with --baseline (default 3)")
+    parser.add_argument("--cpu-time", action="store_true", help="time with process CPU seconds (a busy machine)")
     args = parser.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.cpu_time else time.perf_counter
+    baseline = Path(args.baseline).resolve() if args.baseline else None
+    if baseline is not None and not (baseline / "environments" / "coopetition").is_dir():
+        parser.error(f"--baseline {args.baseline!r} is not an envgym checkout (no environments/coopetition in it)")
+    if args.repeats < 1:
+        parser.error(f"--repeats must be at least 1, got {args.repeats}")
     names = [g.name for g in GAMES] if not args.games else [n.strip() for n in args.games.split(",") if n.strip()]
     known = {g.name for g in GAMES}
     unknown = [n for n in names if n not in known]
@@ -193,9 +275,21 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "python": sys.version.split()[0],
         "machine": platform.machine(),
+        "clock": "process_time" if args.cpu_time else "perf_counter",
         "speed": [],
         "baselines": [],
     }
+    if baseline is not None:
+        report["side_by_side"] = {"baseline": str(baseline), "repeats": args.repeats, "games": []}
+        for name in names:
+            row = side_by_side(name, baseline, args.seconds, args.repeats, args.cpu_time)
+            report["side_by_side"]["games"].append(row)
+            if not args.json:
+                print(
+                    f"{name:24s} parallel: baseline {row['baseline_parallel_steps_per_s']:8.0f}/s  now "
+                    f"{row['parallel_steps_per_s']:8.0f}/s  x{row['ratio']:.2f} (best of {args.repeats} each)",
+                    flush=True,
+                )
     for name in names:
         report["speed"].append(speed(name, args.seconds))
         if not args.json:
