@@ -172,6 +172,14 @@ def run_envgym_from(
     return json.loads(proc.stdout.splitlines()[-1])
 
 
+def _commit(root: Path) -> str | None:
+    """The git commit checked out at ``root`` (``None`` outside a git checkout)."""
+    proc = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+    )
+    return proc.stdout.strip() or None
+
+
 def run_selenium(task: str, episodes: int, max_steps: int, screenshots: bool, seed: int) -> dict[str, Any]:
     import gymnasium
     import miniwob  # noqa: F401  - registers miniwob/* in Gymnasium
@@ -300,6 +308,8 @@ def main(argv: list[str] | None = None) -> int:
             "envgym_screenshots": args.screenshots,
             "selenium_screenshots": not args.no_selenium_screenshots,
             "baseline_src": str(args.baseline_src) if args.baseline_src is not None else None,
+            "baseline_commit": _commit(args.baseline_src) if args.baseline_src is not None else None,
+            "commit": _commit(Path(__file__).resolve().parents[2]),
         },
         "tasks": {},
     }
