@@ -74,6 +74,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envgym.agents.sampling import sample_next_tokens
+
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
 from envgym.models import adapter_agent_options, load_causal_lm, load_tokenizer
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
@@ -679,7 +680,9 @@ class HFAgent(Agent):
                 cached = [
                     [(k[:, :, : row.prefix], v[:, :, : row.prefix]) for k, v in row.reuse]
                     if row.reuse is not None
-                    else self._prefixes[key] if key else None
+                    else self._prefixes[key]
+                    if key
+                    else None
                     for row, key in zip(bucket, keys[start:end], strict=True)
                 ]
                 template = next(layers for layers in cached if layers is not None)

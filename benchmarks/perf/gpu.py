@@ -105,6 +105,7 @@ def load_model(args: argparse.Namespace, device: str) -> tuple[Any, Any, str]:
 def run_suite(model: Any, tokenizer: Any, suite: str, out: Path) -> dict[str, Any]:
     """Play ``suite`` with ``HFAgent`` on the model; wall time and the agent calls' figures."""
     from envgym.agents.hf import HFAgent
+
     from envgym.bench.run import run_suite as bench
 
     agent = HFAgent(model_obj=model, tokenizer=tokenizer, name="hf:smollm2")
@@ -135,7 +136,7 @@ def baseline_module(commit: str) -> types.ModuleType | None:
     module = types.ModuleType("envgym_hf_baseline")
     module.__file__ = f"{commit}:agents/hf.py"
     sys.modules[module.__name__] = module  # dataclasses look their module up
-    exec(compile(source, module.__file__, "exec"), module.__dict__)
+    exec(compile(source, module.__file__, "exec"), module.__dict__)  # noqa: S102 - this repository's own past source
     return module
 
 
@@ -242,7 +243,6 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--{name.replace('_', '-')} must be >= {0 if name == 'turn' else 1}")
 
     import torch
-
     from envgym.agents import hf
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")

@@ -375,7 +375,7 @@ def test_sampler_race_with_the_rest_as_one_competitor(monkeypatch: pytest.Monkey
         assert (tokens >= 2).float().mean() > 0.3  # the rest (6 tokens outside the top 2) won often
         assert_close_scaled(model_lp, probs.log()[tokens], dtype=torch.float32, ulps=FEW_OPS)
     # Truncation to 3 tokens: the rest is empty (mass 0), never wins.
-    tokens, _, sampling_lp = sample_next_tokens(logits, KEYS, top_k=3)
+    tokens, _, _ = sample_next_tokens(logits, KEYS, top_k=3)
     top3 = torch.tensor([0.3, 0, 0.2, 0, 0.12, 0, 0, 0])
     assert fits(tokens, top3 / top3.sum())
 
