@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -276,6 +277,7 @@ def main(argv: list[str] | None = None) -> int:
         "python": sys.version.split()[0],
         "machine": platform.machine(),
         "clock": "process_time" if args.cpu_time else "perf_counter",
+        "loadavg_at_start": list(os.getloadavg()),
         "speed": [],
         "baselines": [],
     }
@@ -324,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"return per agent {r['mean_return_per_agent']:.1f}, invalid answers per agent "
                     f"{r['mean_invalid_per_agent']:.1f}"
                 )
+    report["loadavg_at_end"] = list(os.getloadavg())
     if args.json:
         print(json.dumps(report, indent=1))
     return 0

@@ -129,10 +129,10 @@ def clip_pair(actions: Any, e0: float, e1: float) -> tuple[float, float] | None:
     if raw.shape != (2,):
         return None
     x0, x1 = raw.tolist()
-    if x0 != x0 or x1 != x1:
+    if math.isnan(x0) or math.isnan(x1):
         return None
     # np.clip gives +0.0 for -0.0 and everything below 0, as these conditionals do.
-    return ((x0 if x0 < e0 else e0) if x0 > 0.0 else 0.0), ((x1 if x1 < e1 else e1) if x1 > 0.0 else 0.0)
+    return (min(x0, e0) if x0 > 0.0 else 0.0), (min(x1, e1) if x1 > 0.0 else 0.0)
 
 
 def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:

@@ -182,10 +182,11 @@ class TR4Game(Game):
 
     def pair(self, i: int, j: int) -> PairReciprocity:
         """Memory average of ``j``, signal ``s_ij`` and effect on ``i`` this round (zeros before round 1)."""
-        return self.pairs()[i, j]
+        found = self.pairs().get((i, j))
+        return found if found is not None else self._compute_pairs(diagonal=True)[i, j]  # i == j: never needed
 
     def pairs(self) -> dict[tuple[int, int], PairReciprocity]:
-        """:meth:`pair` of every ``(i, j)``, computed once per round.
+        """:meth:`pair` of every ``(i, j)`` with ``i != j``, computed once per round.
 
         Kept until the actions, trust or history (objects: a round assigns new ones; so do the
         tests that set a state) or the history's length change.
@@ -199,7 +200,7 @@ class TR4Game(Game):
         self._pairs = (state, pairs)
         return pairs
 
-    def _compute_pairs(self) -> dict[tuple[int, int], PairReciprocity]:
+    def _compute_pairs(self, *, diagonal: bool = False) -> dict[tuple[int, int], PairReciprocity]:
         n, p, t = self.n_agents, self.reciprocity, len(self.history)
         if not t:
             zero = PairReciprocity(0.0, 0.0, 0.0)
@@ -217,6 +218,8 @@ class TR4Game(Game):
         pairs = {}
         for i in range(n):
             for j in range(n):
+                if i == j and not diagonal:
+                    continue
                 rho = reciprocity_sensitivity(p.rho_0, D[i][j], p.eta)
                 effect = trust_gated_effect(trust[i][j], rho, phis[j], p.lambda_R, p.omega, D[i][j])
                 pairs[i, j] = PairReciprocity(averages[j], signals[j], effect)

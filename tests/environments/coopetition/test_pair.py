@@ -182,7 +182,7 @@ def test_memory_averages_are_numpys_means() -> None:
     rng = np.random.default_rng(2)
     history = [rng.uniform(0, 100, 2).astype(np.float32) for _ in range(30)]
     for k in (1, 3, 5, 7, 8, 10):
-        for t in range(0, 30):
+        for t in range(30):
             for agent in (0, 1):
                 window = min(k, t - 1)
                 expected = 0.0 if t <= 1 else float(np.mean(np.array([r[agent] for r in history[t - window : t]])))
