@@ -87,6 +87,10 @@ def _group_keys(item: pytest.Item) -> set[str]:
     # can apply them; a fixture a test asks for by name is shared data worth building once.
     autouse = set(info.initialnames) - set(info.argnames)
     keys = set()
+    # A module that looks for leftover processes host-wide (``sandbox_helpers.host_processes``)
+    # would find the sandboxes another worker's test has running: those modules share one worker.
+    if getattr(getattr(item, "module", None), "host_processes", None) is not None:
+        keys.add("host-processes")
     for name in info.names_closure:
         defs = info.name2fixturedefs.get(name)
         if not defs:
@@ -124,8 +128,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             keyed.append((item, keys[0]))
             for other in keys[1:]:
                 parent[find(other)] = find(keys[0])
+    in_worker = hasattr(config, "workerinput")
     for item, key in keyed:
-        item.add_marker(pytest.mark.xdist_group(find(key)))
+        node_id = getattr(item, "_id", None)
+        if in_worker and node_id is not None and config.getvalue("loadgroup"):
+            # pytest >= 9.2 keeps a node's id in ``_id`` (a NodeId), so xdist 3.8's own suffix
+            # (written to the old ``_nodeid``) is lost and --dist loadgroup would spread the group:
+            # the worker writes the ``@group`` suffix xdist's scheduler reads itself.
+            item._id = type(node_id).parse(f"{item.nodeid}@{find(key)}")
+        else:
+            item.add_marker(pytest.mark.xdist_group(find(key)))
     if hasattr(config, "workerinput"):  # an xdist worker: every worker sorts alike (xdist checks)
         # Workers take the groups first, then single tests in this order: the long ones (marked
         # slow) first, so that none of them starts last while the other workers run out of work.
