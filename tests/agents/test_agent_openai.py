@@ -7,6 +7,7 @@ are real.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import socket
 import threading
 import time
@@ -97,7 +98,11 @@ def test_works_inside_a_running_event_loop(openai_server, agent_for):  # noqa: F
     async def main():
         return agent.act(_inputs(3))  # blocking call from a coroutine: must not need the loop
 
-    outputs = asyncio.run(main())
+    # The loop runs in a thread of its own: a test worker's main thread may still hold the loop of
+    # Playwright's sync API (a browser an earlier test of the worker left lingering), where
+    # asyncio.run refuses to start.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        outputs = pool.submit(asyncio.run, main()).result(timeout=60)
     assert [o.text for o in outputs] == ["<action>noop</action>"] * 3
 
 
