@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 import runner_toy_envs  # noqa: F401 - registers envgymtest/Trap-v0
+from procs import descendants
 
 import envgym
 from envgym.errors import AgentContractError, ConfigError
@@ -430,30 +431,6 @@ def test_check_agent_accepts_good_agents_and_names_the_broken_part() -> None:
     check_agent(OrderDependent(), batch_invariance=False)
 
 
-def _descendants(pid: int) -> dict[int, bytes]:
-    """Live (not zombie) descendants of ``pid`` and their command lines (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat.rsplit(")", 1)[1].split()
-            if fields[0] not in ("Z", "X"):
-                children.setdefault(int(fields[1]), []).append(int(entry))
-    out: dict[int, bytes] = {}
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            try:
-                out[child] = Path(f"/proc/{child}/cmdline").read_bytes()
-            except OSError:
-                continue
-            todo.append(child)
-    return out
-
-
 #: The interpreter-wide helpers of multiprocessing: started by the first forkserver pool of the
 #: process (whichever test that is) and kept until the interpreter exits, by Python's design.
 _MP_HELPERS = (b"from multiprocessing.forkserver import main", b"from multiprocessing.resource_tracker import main")
@@ -461,11 +438,11 @@ _MP_HELPERS = (b"from multiprocessing.forkserver import main", b"from multiproce
 
 def test_no_worker_process_is_left_behind() -> None:
     # the runner leaves no worker processes behind: neither its own children nor the fork server's
-    before = set(_descendants(os.getpid()))
+    before = set(descendants(os.getpid(), zombies=False))
     Runner(RunConfig(env_id="envgym/FrozenLake-v0", episodes=4, backend="process", workers=2), RandomAgent()).run()
     deadline = time.monotonic() + 10  # workers are reaped as they exit, not all at once
     while True:
-        new = _descendants(os.getpid())
+        new = descendants(os.getpid(), zombies=False)
         alive = {p: cmd for p, cmd in new.items() if p not in before and not any(h in cmd for h in _MP_HELPERS)}
         if not alive or time.monotonic() > deadline:
             break

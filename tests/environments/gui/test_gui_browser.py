@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from procs import descendants
 
 from envgym.browser import AXTREE_JS, EPOCH_MS, VIRTUAL_CLOCK_JS, Action, ActionSyntaxError, parse_action
 
@@ -256,23 +257,6 @@ def test_screenshot_is_uint8_rgb(page) -> None:
 
 
 # ----------------------------------------------------------------------------- shutdown
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            children.setdefault(int(stat.rsplit(")", 1)[1].split()[1]), []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
-
-
 def _alive(pids: set[int]) -> set[int]:
     """Pids that still exist (running or zombie)."""
     return {p for p in pids if Path(f"/proc/{p}").exists()}
@@ -340,7 +324,7 @@ def test_no_chromium_left_after_close() -> None:
     pytest.importorskip("miniwob")
     proc = _start_worker(linger="0.5")
     try:
-        procs = _descendants(proc.pid)
+        procs = set(descendants(proc.pid))
         chromium = _chromium(procs)
         assert chromium, "the worker runs Chromium"
         proc.stdin.write("close\n")
@@ -358,7 +342,7 @@ def test_no_chromium_left_after_close() -> None:
 def test_no_chromium_left_when_the_worker_dies(how: str) -> None:
     pytest.importorskip("miniwob")
     proc = _start_worker()
-    procs = _descendants(proc.pid)
+    procs = set(descendants(proc.pid))
     assert _chromium(procs)
     if how == "crash":
         proc.stdin.write("crash\n")
@@ -382,13 +366,13 @@ def test_envs_of_a_worker_share_one_browser_and_it_lingers_then_stops() -> None:
     import envgym
     from envgym.browser import pool
 
-    before = _descendants(os.getpid())
+    before = set(descendants(os.getpid()))
     first = envgym.make("envgym/MiniWoB-click-button-v0")
     second = envgym.make("envgym/MiniWoB-enter-text-v0")
     try:
         first.reset(seed=0)
         second.reset(seed=0)
-        new = _descendants(os.getpid()) - before
+        new = set(descendants(os.getpid())) - before
         browsers = {p for p in _chromium(new) if b"--type=" not in Path(f"/proc/{p}/cmdline").read_bytes()}
         assert len(browsers) <= 1  # one browser per worker (none new when an earlier test's still lingers)
         first.close()
@@ -396,11 +380,11 @@ def test_envs_of_a_worker_share_one_browser_and_it_lingers_then_stops() -> None:
     finally:
         second.close()
     assert pool.live_browsers() == 1  # lingering for the next env of this worker
-    running = _chromium(_descendants(os.getpid()))
+    running = _chromium(set(descendants(os.getpid())))
     third = envgym.make("envgym/MiniWoB-click-button-v0")
     third.reset(seed=0)  # reuses it: no new browser process
     browsers_now = {
-        p for p in _chromium(_descendants(os.getpid())) if b"--type=" not in Path(f"/proc/{p}/cmdline").read_bytes()
+        p for p in _chromium(set(descendants(os.getpid()))) if b"--type=" not in Path(f"/proc/{p}/cmdline").read_bytes()
     }
     assert browsers_now <= running
     third.close()
@@ -408,4 +392,4 @@ def test_envs_of_a_worker_share_one_browser_and_it_lingers_then_stops() -> None:
     while pool.live_browsers() and time.monotonic() < deadline:
         time.sleep(0.1)
     assert pool.live_browsers() == 0  # the pool's timer stopped it
-    assert _wait_gone(_descendants(os.getpid()) - before) == set()
+    assert _wait_gone(set(descendants(os.getpid())) - before) == set()

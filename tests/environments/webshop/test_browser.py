@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from envgym.agents.solvers.webshop import Solver
+from procs import descendants
 
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
@@ -105,24 +106,6 @@ def test_cli_serve(cache: str) -> None:
 
 
 # ----------------------------------------------------------------------------- browser env
-def _descendants(pid: int) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            ppid = int(stat.rsplit(")", 1)[1].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            out.add(child)
-            todo.append(child)
-    return out
-
-
 def _alive(pids: set[int]) -> set[int]:
     """Pids that still exist (running or zombie)."""
     return {p for p in pids if Path(f"/proc/{p}").exists()}
@@ -211,12 +194,12 @@ def test_no_browser_processes_left_after_close(cache: str) -> None:
     from envgym.browser import shutdown_browsers
 
     shutdown_browsers()  # a browser that an earlier test of this worker left lingering would not be new here
-    before = _descendants(os.getpid())
+    before = set(descendants(os.getpid()))
     first = WebShopBrowserEnv(catalogue_size=SIZE, cache_dir=cache)
     second = WebShopBrowserEnv(catalogue_size=SIZE, cache_dir=cache)
     first.reset(seed=0)
     second.reset(seed=1)  # the same worker: the same browser, another context
-    procs = _descendants(os.getpid()) - before
+    procs = set(descendants(os.getpid())) - before
     cmdlines = {p: Path(f"/proc/{p}/cmdline").read_bytes() for p in _alive(procs)}
     browser = {p for p, c in cmdlines.items() if b"chrom" in c and b"--type=" not in c}  # not a helper process
     assert len(browser) == 1
@@ -249,7 +232,7 @@ def test_no_browser_processes_left_after_a_crash(cache: str) -> None:
     )
     assert proc.stdout is not None and proc.stdin is not None
     assert proc.stdout.readline().strip() == "ready"
-    procs = _descendants(proc.pid)
+    procs = set(descendants(proc.pid))
     assert len(procs) >= 3 and any(b"chrom" in Path(f"/proc/{p}/cmdline").read_bytes() for p in procs)
     proc.stdin.write("\n")
     proc.stdin.flush()
