@@ -434,13 +434,9 @@ def export_adapter(checkpoint: Path, preset: dict[str, Any], summary: dict[str, 
         "max_turns": preset["max_turns"],
         "max_new_tokens": preset["max_new_tokens"],
         "system_prompt": preset["system_prompt"],
-        # the rest of the prompt it was trained and evaluated with (envgym run: --history,
-        # --last-k, --goal-reminder)
-        "prompt": {
-            "history": preset.get("history", "none"),
-            "last_k": preset.get("last_k", 4),
-            "goal_reminder": preset.get("goal_reminder", False),
-        },
+        # the rest of the prompt it was trained and evaluated with: loading the adapter applies
+        # it to every prompt field a run leaves unset (envgym.models.adapter_prompt)
+        "prompt": {k: v for k, v in prompt_config(preset).to_dict().items() if k != "system_prompt"},
         "recipe": preset["train"],
         # how an agent loading the adapter replies by default (the way it was trained and evaluated)
         "agent_options": {"choices": preset["train"]["choices"]},
