@@ -45,10 +45,12 @@ __all__ = [
     "BUNDLED_MODELS",
     "MODEL_ALIASES",
     "BundledModel",
+    "adapter_agent_options",
+    "adapter_names",
+    "adapter_prompt",
     "bundled_gguf_path",
     "cache_dir",
     "convert_gguf",
-    "adapter_names",
     "load_causal_lm",
     "load_tokenizer",
     "resolve_adapter",
@@ -329,27 +331,57 @@ def resolve_adapter(name: str | os.PathLike[str]) -> Path:
     )
 
 
+def _adapter_records(spec: str | os.PathLike[str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(envgym-adapter.json, the trainer run's config.json)`` of the adapter in model spec
+    ``"base+adapter"``, each ``{}`` where there is none (no adapter, an unknown one, no record)."""
+    try:
+        _, adapter = split_adapter(spec)
+        if adapter is None:
+            return {}, {}
+        folder = resolve_adapter(adapter)
+    except ConfigError:
+        return {}, {}
+    meta = folder / "envgym-adapter.json"
+    if meta.is_file():
+        record = json.loads(meta.read_text(encoding="utf-8"))
+        return (record if isinstance(record, dict) else {}), {}
+    for run in (folder.parent.parent, folder.parent.parent.parent):  # <run>/checkpoints/update-N[/adapter]
+        config = run / "config.json"
+        if config.is_file():
+            record = json.loads(config.read_text(encoding="utf-8"))
+            return {}, (record if isinstance(record, dict) else {})
+    return {}, {}
+
+
 def adapter_agent_options(spec: str | os.PathLike[str]) -> dict[str, Any]:
     """The agent options an adapter was trained with, for a model spec ``"base+adapter"``: a
     shipped adapter's ``envgym-adapter.json`` ``agent_options``, or a trainer checkpoint's
     ``choices`` (from its run's ``config.json``). ``{}`` without an adapter or a record."""
-    try:
-        _, adapter = split_adapter(spec)
-        if adapter is None:
-            return {}
-        folder = resolve_adapter(adapter)
-    except ConfigError:
-        return {}
-    meta = folder / "envgym-adapter.json"
-    if meta.is_file():
-        options = json.loads(meta.read_text(encoding="utf-8")).get("agent_options")
+    meta, run = _adapter_records(spec)
+    if meta:
+        options = meta.get("agent_options")
         return dict(options) if isinstance(options, dict) else {}
-    for run in (folder.parent.parent, folder.parent.parent.parent):  # <run>/checkpoints/update-N[/adapter]
-        config = run / "config.json"
-        if config.is_file():
-            choices = json.loads(config.read_text(encoding="utf-8")).get("choices")
-            return {"choices": choices} if isinstance(choices, str) else {}
-    return {}
+    choices = run.get("choices")
+    return {"choices": choices} if isinstance(choices, str) else {}
+
+
+def adapter_prompt(spec: str | os.PathLike[str]) -> dict[str, Any]:
+    """The prompt config an adapter was trained with (fields of
+    :class:`~envgym.rollout.prompting.PromptConfig`), for a model spec ``"base+adapter"``: a
+    shipped adapter's ``envgym-adapter.json`` (``system_prompt`` and its ``prompt`` block), or a
+    trainer checkpoint's ``prompt`` (from its run's ``config.json``). ``{}`` without an adapter
+    or a record. The harness applies it to every field a run leaves unset: a model trained on
+    one prompt can fail completely on another (the MiniWoB adapter scores 0/5 under the default
+    system prompt and 5/5 under its own)."""
+    meta, run = _adapter_records(spec)
+    if meta:
+        prompt = meta.get("prompt")
+        out = dict(prompt) if isinstance(prompt, dict) else {}
+        if isinstance(meta.get("system_prompt"), str):
+            out.setdefault("system_prompt", meta["system_prompt"])
+        return out
+    prompt = run.get("prompt")
+    return dict(prompt) if isinstance(prompt, dict) else {}
 
 
 def _merge_adapter(model: Any, adapter: str) -> Any:

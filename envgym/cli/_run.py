@@ -62,7 +62,7 @@ from envgym.cli._options import (
     config_help,
     out_option,
 )
-from envgym.cli.agents import check_agent_spec, parse_agent_spec
+from envgym.cli.agents import PROMPT_FLAGS, check_agent_spec, parse_agent_spec, prompt_for_agent
 from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
 from envgym.progress import Progress as LiveProgress
 from envgym.registration import list_envs
@@ -284,13 +284,17 @@ def run_command(
         episode_timeout_s=episode_timeout,
         step_timeout_s=step_timeout,
         agent_timeout_s=agent_timeout,
-        prompt=PromptConfig(
-            history=history,
-            last_k=last_k,
-            token_budget=token_budget,
-            max_new_tokens=reply_tokens,
-            stop_at_action=stop_at_action,
-            goal_reminder=goal_reminder,
+        prompt=prompt_for_agent(  # defaults < the prompt a trained adapter records < flags
+            agent_spec,
+            PromptConfig(
+                history=history,
+                last_k=last_k,
+                token_budget=token_budget,
+                max_new_tokens=reply_tokens,
+                stop_at_action=stop_at_action,
+                goal_reminder=goal_reminder,
+            ),
+            PROMPT_FLAGS,
         ),
     )
     console = err_console()

@@ -36,7 +36,7 @@ import string
 import threading
 import warnings
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,6 +243,31 @@ class PromptConfig:
                     f"unknown prompt config key {key!r}; known keys: {', '.join(names)}.{suggest(str(key), names)}"
                 )
         return cls(**data)
+
+    def with_defaults(self, defaults: Mapping[str, Any], *, explicit: Iterable[str] | None = None) -> PromptConfig:
+        """A copy in which ``defaults`` (field name -> value; e.g. the prompt a LoRA adapter was
+        trained with) replace every field that was not set explicitly.
+
+        Args:
+            defaults: field values, checked as :meth:`from_dict` checks them.
+            explicit: the fields that were set on purpose and keep their value. ``None``: the
+                fields whose value differs from the class default (``system_prompt`` is set
+                when it is not ``None``).
+        """
+        if not defaults:
+            return self
+        merged = PromptConfig.from_dict(defaults)  # unknown keys and bad values fail here, named
+        names = [f.name for f in dataclasses.fields(self)]
+        if explicit is None:
+            blank = PromptConfig()
+            kept = {name for name in names if getattr(self, name) != getattr(blank, name)}
+        else:
+            kept = set(explicit)
+            unknown = sorted(kept - set(names))
+            if unknown:
+                raise ConfigError(f"unknown prompt config field(s) {unknown}; known fields: {', '.join(names)}.")
+        changes = {name: getattr(merged, name) for name in defaults if name not in kept}
+        return dataclasses.replace(self, **changes) if changes else self
 
     def load_summarizer(self) -> Callable[[list[dict[str, str]]], str] | None:
         """Import the ``summarizer`` hook (cached), or ``None`` when the built-in summary is used.

@@ -26,7 +26,7 @@ from typing import Any
 from envgym.errors import ConfigError, UnknownAgentError, suggest
 from envgym.rollout.agent import RandomAgent
 
-__all__ = ["AGENT_KINDS", "AgentKind", "known_agent_specs", "make_agent", "split_agent_spec"]
+__all__ = ["AGENT_KINDS", "AgentKind", "agent_prompt", "known_agent_specs", "make_agent", "split_agent_spec"]
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,19 @@ def split_agent_spec(spec: str) -> tuple[AgentKind, str | None]:
     if kind.takes_argument is False and arg is not None:
         raise ConfigError(f"agent {name!r} takes no argument, got {spec!r}; write it as {kind.usage!r}.")
     return kind, arg
+
+
+def agent_prompt(spec: str) -> dict[str, Any]:
+    """The prompt config fields the agent named by ``spec`` was trained with, read without
+    building it: for ``hf:BASE+ADAPTER``, the adapter's record (:func:`envgym.models.adapter_prompt`);
+    ``{}`` for every other agent. A run applies them to the prompt fields it leaves unset
+    (:meth:`~envgym.rollout.prompting.PromptConfig.with_defaults`)."""
+    kind, arg = split_agent_spec(spec)
+    if kind.name != "hf" or arg is None:
+        return {}
+    from envgym.models import adapter_prompt
+
+    return adapter_prompt(arg)
 
 
 def make_agent(spec: str, *, seed: int = 0, **options: Any) -> Any:
