@@ -22,6 +22,7 @@ from envgym.cli._common import (
     specs_for,
 )
 from envgym.cli._options import FamilyOption, JsonOption, KindOption, VariantsOption
+from envgym.cli._rst import render_rst
 from envgym.core import TextEnv
 from envgym.errors import EnvgymError, suggest
 from envgym.registration import list_envs, make, make_aec
@@ -190,7 +191,7 @@ def _fmt_mapping(value: Mapping[str, Any]) -> str:
 def _print_info(info: Mapping[str, Any]) -> None:
     console = out_console()
     console.rule(Text(f"{info['id']}  [{info['kind']}]", style="bold cyan"))
-    console.print(Text(info["env_card"]))
+    console.print(render_rst(info["env_card"]))
     console.print()
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column("field", style="bold", no_wrap=True)
