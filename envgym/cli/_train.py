@@ -23,10 +23,10 @@ from rich.table import Table
 
 from envgym.cli._common import echo_json, err_console, fmt_float, handle_errors, out_console, parse_kwargs
 from envgym.cli._options import KEY_VALUE, JsonOption, NoProgressOption, config_help, out_option
-from envgym.errors import ConfigError, suggest
+from envgym.errors import ConfigError
 from envgym.progress import Progress
 from envgym.trainer.checkpoint import list_checkpoints
-from envgym.trainer.config import TrainConfig, read_config_file, recorded_config
+from envgym.trainer.config import TrainConfig, read_config_file, recorded_config, unknown_setting
 from envgym.trainer.distributed import world_from_env
 from envgym.trainer.loop import Trainer, stop_on_sigint
 
@@ -51,13 +51,10 @@ def _help(name: str) -> str:
 
 def _parse_set(items: list[str] | None) -> dict[str, Any]:
     values = parse_kwargs(items, flag="--set")
-    known = set(TrainConfig.__dataclass_fields__)
+    known = list(TrainConfig.__dataclass_fields__)
     for key in values:
         if key not in known:
-            raise typer.BadParameter(
-                f"unknown training setting {key!r}.{suggest(key, known)} Known: {', '.join(sorted(known))}.",
-                param_hint="--set",
-            )
+            raise typer.BadParameter(unknown_setting(key, known), param_hint="--set")
     return values
 
 

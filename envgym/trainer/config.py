@@ -48,10 +48,13 @@ __all__ = [
     "RESUMABLE_CHANGES",
     "REWARD_NORMS",
     "ROLLOUT_BACKENDS",
+    "SYNONYMS",
     "TrainConfig",
     "device_profile",
     "field_help",
+    "load_yaml",
     "recorded_config",
+    "unknown_setting",
 ]
 
 #: The built-in training algorithms (:mod:`envgym.trainer.algorithms`; more may be registered):
@@ -131,6 +134,98 @@ LORA_KEYS: tuple[str, ...] = ("r", "alpha", "dropout", "target_modules", "top_la
 DIFFICULTY_KEYS: tuple[str, ...] = ("kwarg", "levels", "target", "window", "min_episodes")
 
 _DEVICE = re.compile(r"^(auto|cpu|mps|cuda(:\d+)?)$")
+
+#: Names other RL trainers give to settings that are called differently here (transformers'
+#: ``TrainingArguments``, TRL's ``GRPOConfig``/``PPOConfig``, verl's config keys): an unknown
+#: setting with one of these names is answered with the envgym name. Only names whose meaning
+#: matches are listed (TRL's ``loss_type`` or ``scale_rewards`` mix several envgym settings).
+SYNONYMS: dict[str, str] = {
+    "learning_rate": "lr",
+    "num_generations": "group_size",
+    "n_samples": "group_size",
+    "rollout_n": "group_size",
+    "beta": "kl_coef",
+    "kl_loss_coef": "kl_coef",
+    "init_kl_coef": "kl_coef",
+    "kl_loss_type": "kl_estimator",
+    "entropy_coeff": "entropy_coef",
+    "ent_coef": "entropy_coef",
+    "epsilon": "clip_low",
+    "epsilon_low": "clip_low",
+    "epsilon_high": "clip_high",
+    "clip_ratio_low": "clip_low",
+    "clip_ratio_high": "clip_high",
+    "cliprange": "clip_low",
+    "cliprange_value": "value_clip",
+    "clip_range_vf": "value_clip",
+    "max_completion_length": "max_new_tokens",
+    "response_length": "max_new_tokens",
+    "max_response_length": "max_new_tokens",
+    "loss_agg_mode": "loss_aggregation",
+    "adv_estimator": "algo",
+    "algorithm": "algo",
+    "num_iterations": "ppo_epochs",
+    "ppo_micro_batch_size": "micro_batch_size",
+    "per_device_train_batch_size": "micro_batch_size",
+    "max_steps": "updates",
+    "total_training_steps": "updates",
+    "grad_clip": "max_grad_norm",
+    "lam_gae": "lam",
+    "gae_lambda": "lam",
+    "discount": "gamma",
+    "output_dir": "out",
+    "model_name_or_path": "model",
+    "model_name": "model",
+    "env": "env_id",
+    "env_name": "env_id",
+    "environment": "env_id",
+    "env_args": "env_kwargs",
+    "torch_dtype": "dtype",
+    "eval_steps": "eval_every",
+    "save_steps": "checkpoint_every",
+    "save_total_limit": "keep_checkpoints",
+    "filter_groups": "dynamic_sampling",
+    "max_num_gen_batches": "max_refill_rounds",
+    "use_vllm": "generation_backend",
+    "peft_config": "lora",
+    "lora_r": "lora",
+    "lora_alpha": "lora",
+    "lora_dropout": "lora",
+    "reward_funcs": "reward_wrappers",
+}
+
+
+def unknown_setting(key: str, known: Sequence[str]) -> str:
+    """The message for an unknown training setting ``key``: the envgym name of another trainer's
+    setting (:data:`SYNONYMS`) or the closest of ``known``, then every known name."""
+    alias = SYNONYMS.get(str(key).lower())
+    hint = f" Did you mean {alias!r}?" if alias in known else suggest(str(key), known)
+    return f"unknown training setting {key!r}.{hint} Known settings: {', '.join(known)}."
+
+
+# A YAML 1.2 float: digits with a point, an exponent or both. PyYAML follows YAML 1.1, whose floats
+# need a point and a signed exponent, so ``1e-5`` and ``3e4`` would be read as strings.
+_YAML_FLOAT = re.compile(
+    r"""^[-+]?(?:
+        [0-9][0-9_]*\.[0-9_]*(?:[eE][-+]?[0-9]+)?   # 1.5, 1., 1.5e-3
+      | \.[0-9][0-9_]*(?:[eE][-+]?[0-9]+)?          # .5, .5e1
+      | [0-9][0-9_]*[eE][-+]?[0-9]+                 # 1e-5, 3E4
+    )$""",
+    re.VERBOSE,
+)
+
+
+class _ConfigLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that also reads YAML 1.2 floats such as ``1e-5`` as numbers."""
+
+
+_ConfigLoader.add_implicit_resolver("tag:yaml.org,2002:float", _YAML_FLOAT, list("-+0123456789."))
+
+
+def load_yaml(text: str) -> Any:
+    """Parse YAML ``text`` as ``yaml.safe_load`` does, except that exponent floats without a point
+    (``1e-5``, ``3E4``) are floats, as YAML 1.2 and JSON read them, not strings."""
+    return yaml.load(text, Loader=_ConfigLoader)  # a SafeLoader subclass: no arbitrary objects
 
 
 def _help(text: str) -> dict[str, str]:
@@ -629,9 +724,7 @@ class TrainConfig:
         known = [f.name for f in dataclasses.fields(cls)]
         for key in data:
             if key not in known:
-                raise ConfigError(
-                    f"unknown training setting {key!r}.{suggest(str(key), known)} Known settings: {', '.join(known)}."
-                )
+                raise ConfigError(unknown_setting(str(key), known))
         if "env_id" not in data or data["env_id"] is None:
             raise ConfigError("a training config needs env_id (e.g. env_id: envgym/FrozenLake-v0, or --env).")
         values = dict(data)
@@ -680,7 +773,7 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
         if file.suffix.lower() == ".json":
             data = json.loads(text)
         else:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)
     except (ValueError, Exception) as err:  # yaml.YAMLError does not derive from ValueError
         raise ConfigError(f"{file} is not valid {'JSON' if file.suffix == '.json' else 'YAML'}: {err}") from err
     if data is None:
@@ -774,7 +867,14 @@ def _number(name: str, value: object, *, positive: bool = False, signed: bool = 
         ok = value >= 0
     if not ok:
         expected = "a number > 0" if positive else ("a finite number" if signed else "a number >= 0")
-        raise ConfigError(f"{name} must be {expected}{' or None' if optional else ''}, got {value!r}.")
+        quoted = ""
+        if isinstance(value, str):
+            try:
+                float(value)
+                quoted = " (a string: write the number without quotes)"
+            except ValueError:
+                pass
+        raise ConfigError(f"{name} must be {expected}{' or None' if optional else ''}, got {value!r}{quoted}.")
 
 
 def _check_reward_wrappers(config: TrainConfig) -> list[Any] | None:
