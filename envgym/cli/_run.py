@@ -173,6 +173,7 @@ def _note(counts: dict[str, int]) -> str:
 
 @handle_errors
 def run_command(
+    ctx: typer.Context,
     env_ids: Annotated[
         list[str],
         typer.Argument(
@@ -295,6 +296,7 @@ def run_command(
                 goal_reminder=goal_reminder,
             ),
             PROMPT_FLAGS,
+            ctx,
         ),
     )
     console = err_console()

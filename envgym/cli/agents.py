@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-import click
 import typer
 
 from envgym.errors import ConfigError, UnknownAgentError
@@ -63,7 +62,9 @@ PROMPT_FLAGS: dict[str, str] = {
 }
 
 
-def prompt_for_agent(spec: str, prompt: PromptConfig, flags: Mapping[str, str]) -> PromptConfig:
+def prompt_for_agent(
+    spec: str, prompt: PromptConfig, flags: Mapping[str, str], ctx: typer.Context | None = None
+) -> PromptConfig:
     """``prompt`` with the prompt the agent ``spec`` was trained with (a shipped LoRA adapter's
     record, see :func:`envgym.rollout.specs.agent_prompt`) in every field no flag set.
 
@@ -71,8 +72,10 @@ def prompt_for_agent(spec: str, prompt: PromptConfig, flags: Mapping[str, str]) 
         spec: the ``--agent`` spec.
         prompt: the prompt config built from the command's flags.
         flags: command parameter name -> the :class:`PromptConfig` field it sets (``reply_tokens``
-            -> ``max_new_tokens``). A flag given on the command line (or through its environment
-            variable) wins, even when it repeats the default (``--history full``).
+            -> ``max_new_tokens``).
+        ctx: the command's context. A flag given on the command line (or through its environment
+            variable) counts as set, even when it repeats the default (``--history full``); any
+            other field (or every field, without ``ctx``) counts as set when it is not the default.
     """
     try:
         defaults = agent_prompt(spec)
@@ -80,22 +83,18 @@ def prompt_for_agent(spec: str, prompt: PromptConfig, flags: Mapping[str, str]) 
         raise typer.BadParameter(str(err), param_hint="--agent") from None
     if not defaults:
         return prompt
-    context = click.get_current_context(silent=True)
+    params = ctx.params if ctx is not None else {}
+    by_flag = {name: param for param, name in flags.items() if param in params}
     blank = PromptConfig()
-    unset = (None, click.core.ParameterSource.DEFAULT, click.core.ParameterSource.DEFAULT_MAP)
-    # A field set through a flag counts as set when the flag was given; any other field (one set
-    # in code, or by a flag missing from ``flags``) when it differs from the default.
-    given = {
-        name
-        for param, name in flags.items()
-        if context is not None and context.get_parameter_source(param) not in unset
-    }
-    by_flag = {name for param, name in flags.items() if context is not None and param in context.params}
-    explicit = given | {
-        f.name
-        for f in dataclasses.fields(PromptConfig)
-        if f.name not in by_flag and getattr(prompt, f.name) != getattr(blank, f.name)
-    }
+    explicit = set()
+    for f in dataclasses.fields(PromptConfig):
+        param = by_flag.get(f.name)
+        if param is None:
+            if getattr(prompt, f.name) != getattr(blank, f.name):
+                explicit.add(f.name)
+        # By name: Typer carries its own copy of click, whose ParameterSource is another enum.
+        elif getattr(ctx.get_parameter_source(param), "name", None) in ("COMMANDLINE", "ENVIRONMENT", "PROMPT"):
+            explicit.add(f.name)
     try:
         return prompt.with_defaults(defaults, explicit=explicit)
     except ConfigError as err:
