@@ -40,6 +40,11 @@ case ",${EXTRAS}," in
     ;;
 esac
 quiet_pip install --quiet "${PIN[@]}" -e ".[${EXTRAS}]"
+# The documentation site (docs/, mkdocs.yml) as static HTML in site/, where the docs extra is
+# installed (test,all includes it): open site/index.html. tests/test_docs.py builds it too.
+if .venv/bin/python -c "import mkdocs" 2>/dev/null; then
+  .venv/bin/mkdocs build --strict --quiet --site-dir site || echo "could not build the documentation site (site/)" >&2
+fi
 # The leaderboard's browser tests drive Debian's Chromium through Playwright (Playwright never
 # downloads a browser here). Installed when the tests are (extra `test`) and it is missing.
 case ",${EXTRAS}," in

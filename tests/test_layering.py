@@ -1,4 +1,4 @@
-"""Imports point one way (ARCHITECTURE.md): a module never imports a higher layer, and
+"""Imports point one way (docs/architecture.md): a module never imports a higher layer, and
 environments/agents use only envgym's public modules.
 
 Checked statically with ``ast`` so a violation is caught before it becomes a cycle.
@@ -167,7 +167,7 @@ def test_environments_do_not_import_agents() -> None:
             assert not target.startswith("envgym.agents"), f"{path} imports {target}: environments never import agents"
 
 
-#: Sibling packages that must stay apart (ARCHITECTURE.md): the trainer and the leaderboard never
+#: Sibling packages that must stay apart (docs/architecture.md): the trainer and the leaderboard never
 #: import each other, and the trainer does not depend on the benchmark layer either.
 APART = {
     "envgym.trainer": ("envgym.leaderboard", "envgym.bench"),
