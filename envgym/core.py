@@ -269,6 +269,10 @@ class TextEnv(gym.Env[str, str]):
     default_max_turns: ClassVar[int] = 100
     #: Tags whose content is taken as the action (``<action>up</action>``).
     action_tags: ClassVar[tuple[str, ...]] = ("action",)
+    #: True when a bare number is an action in the environment's own words (TicTacToe's cells
+    #: 1-9): front ends such as ``envgym play`` then send a typed number as it is, not as the
+    #: index of their own menu of ``admissible_actions``.
+    numbers_are_actions: ClassVar[bool] = False
     #: Splits this environment accepts.
     splits: ClassVar[tuple[str, ...]] = SPLITS
 

@@ -1,7 +1,8 @@
 """``envgym play``: a person plays an environment in the terminal.
 
 The observation is printed, then the admissible actions (numbered, when the set is finite); the
-player types an action, or its number. Lines starting with ``:`` are commands (``:help``). End of
+player types an action, or its number (``#N``; a bare ``N`` too, unless the environment reads
+numbers itself: TicTacToe's cells 1-9, ConnectFour's columns). Lines starting with ``:`` are commands (``:help``). End of
 input (Ctrl-D) or ``:q`` ends the game cleanly. Everything reads stdin and writes stdout, so a
 whole game can be scripted: ``printf 'up\\nleft\\n:q\\n' | envgym play envgym/Sokoban-v0``.
 
@@ -51,7 +52,8 @@ SHOWN_ACTIONS = 30
 
 HELP_TEXT = """\
 Type an action and press Enter.
-  N or #N     play action number N of the list (#N when the actions are numbers themselves)
+  #N          play action number N of the list (N alone too, unless the environment reads
+              numbers itself: then N goes to it as typed, e.g. TicTacToe's cell 5 = b2)
   :actions    list every admissible action          :obs   show the observation again
   :help       this help                             :q     quit (Ctrl-D works too)"""
 
@@ -71,12 +73,13 @@ class _Resolved:
     message: str | None = None
 
 
-def resolve_input(line: str, actions: Sequence[str] | None) -> _Resolved:
+def resolve_input(line: str, actions: Sequence[str] | None, *, numbers_are_actions: bool = False) -> _Resolved:
     """Interpret one typed line.
 
     ``:cmd`` is a command; ``#N`` picks action N; a bare number picks action N too unless the
-    admissible actions are numbers themselves (then it is sent as typed); anything else is sent
-    as typed (the environment judges it, an unknown action is an invalid step).
+    numbers mean something to the environment itself (``numbers_are_actions``, or admissible
+    actions that are numbers): then it is sent as typed, as is anything else (the environment
+    judges it, an unknown action is an invalid step).
     """
     text = line.strip()
     if not text:
@@ -87,11 +90,10 @@ def resolve_input(line: str, actions: Sequence[str] | None) -> _Resolved:
             if word in group:
                 return _Resolved(command=name)
         return _Resolved(message=f"Unknown command {word!r}.{suggest(word, _COMMANDS)} Type :help for the commands.")
-    numeric_actions = bool(actions) and any(a.strip().isdigit() for a in actions or ())
     number: str | None = None
     if text.startswith("#") and text[1:].strip().isdigit():
         number = text[1:].strip()
-    elif text.isdigit() and actions and not numeric_actions:
+    elif text.isdigit() and actions and not _env_numbers(actions, numbers_are_actions):
         number = text
     if number is not None:
         if not actions:
@@ -101,6 +103,11 @@ def resolve_input(line: str, actions: Sequence[str] | None) -> _Resolved:
             return _Resolved(message=f"There is no action number {index}: choose 1 to {len(actions)}.")
         return _Resolved(action=actions[index - 1])
     return _Resolved(action=text)
+
+
+def _env_numbers(actions: Sequence[str] | None, numbers_are_actions: bool) -> bool:
+    """Whether a bare number is the environment's to read (so the menu is picked with ``#N``)."""
+    return numbers_are_actions or any(a.strip().isdigit() for a in actions or ())
 
 
 def _read_line(console: Console, prompt: str) -> str | None:
@@ -120,17 +127,21 @@ def _read_line(console: Console, prompt: str) -> str | None:
     return line
 
 
-def _show_actions(console: Console, actions: Sequence[str] | None, *, full: bool = False) -> None:
+def _show_actions(
+    console: Console, actions: Sequence[str] | None, *, full: bool = False, numbers_are_actions: bool = False
+) -> None:
     if not actions:
         if full:
             console.print("This environment has no finite action list here: type the action in words.")
         return
     shown = actions if full else actions[:SHOWN_ACTIONS]
+    # "#N" when a bare number is the environment's own (a cell, a column), so the two never mix.
+    mark = "#" if _env_numbers(actions, numbers_are_actions) else ""
     text = Text("Actions: ", style="bold")
     for i, action in enumerate(shown, start=1):
         if i > 1:
             text.append("  ")
-        text.append(f"{i}", style="cyan")
+        text.append(f"{mark}{i}", style="cyan")
         text.append(f" {action}")
     if len(shown) < len(actions):
         text.append(f"  ... {len(actions) - len(shown)} more (:actions lists all)", style="dim")
@@ -158,14 +169,16 @@ class _Tally:
             self.invalid[who] = self.invalid.get(who, 0) + 1
 
 
-def _ask(console: Console, prompt: str, observation: str, actions: Sequence[str] | None) -> str | None:
+def _ask(
+    console: Console, prompt: str, observation: str, actions: Sequence[str] | None, numbers_are_actions: bool
+) -> str | None:
     """Prompt until the person gives an action (returned) or quits (``None``)."""
     while True:
         line = _read_line(console, prompt)
         if line is None:
             console.print("End of input: leaving the game.")
             return None
-        resolved = resolve_input(line, actions)
+        resolved = resolve_input(line, actions, numbers_are_actions=numbers_are_actions)
         if resolved.action is not None:
             return resolved.action
         if resolved.command == "quit":
@@ -174,7 +187,7 @@ def _ask(console: Console, prompt: str, observation: str, actions: Sequence[str]
         if resolved.command == "help":
             console.print(Text(HELP_TEXT))
         elif resolved.command == "actions":
-            _show_actions(console, actions, full=True)
+            _show_actions(console, actions, full=True, numbers_are_actions=numbers_are_actions)
         elif resolved.command == "obs":
             console.print(Text(observation), soft_wrap=True)
         elif resolved.message:
@@ -242,6 +255,7 @@ def _play_single(
     console: Console, env_id: str, kwargs: dict[str, Any], seed: int | None, screenshots: str | None = None
 ) -> dict[str, Any]:
     env = make(env_id, **kwargs)
+    numbers = bool(getattr(env.unwrapped, "numbers_are_actions", False))
     screens = _Screens(env, screenshots)
     tally = _Tally()
     outcome: dict[str, Any] = {"finished": False, "success": False, "termination_reason": None}
@@ -254,8 +268,8 @@ def _play_single(
         screens.save(console, observation, 0)
         while True:
             actions = info.get("admissible_actions")
-            _show_actions(console, actions)
-            action = _ask(console, f"[turn {tally.turns + 1}] > ", shown, actions)
+            _show_actions(console, actions, numbers_are_actions=numbers)
+            action = _ask(console, f"[turn {tally.turns + 1}] > ", shown, actions, numbers)
             if action is None:
                 break
             observation, reward, terminated, truncated, info = env.step(action)
@@ -296,16 +310,17 @@ def _play_aec(
     quit_early = False
     try:
         env.reset(seed=seed)
+        numbers = bool(getattr(env.unwrapped, "numbers_are_actions", False))
         agents = list(env.possible_agents)
         if seat is not None and seat not in agents:
             fail(f"--seat must be one of {', '.join(agents)}, got {seat!r}.{suggest(seat, agents)}", EXIT_USAGE)
         people = set(agents) if seat is None else {seat}
+        tally.returns = dict.fromkeys(agents, 0.0)
         rng = random.Random(seed)
         who = "every seat (hot-seat)" if seat is None else f"{seat}; the others play at random"
         console.rule(Text(f"{env_id}  seed={seed}  you play {who}", style="bold"))
         for agent in env.agent_iter():
-            observation, reward, termination, truncation, info = env.last()
-            tally.add(agent, reward, None, None)
+            observation, _, termination, truncation, info = env.last()
             if termination or truncation:
                 env.step(None)
                 continue
@@ -313,8 +328,8 @@ def _play_aec(
             if agent in people:
                 console.print(Text(f"--- {agent} to play ---", style="bold cyan"))
                 console.print(Text(str(observation)), soft_wrap=True)
-                _show_actions(console, actions)
-                action = _ask(console, f"[{agent}] > ", str(observation), actions)
+                _show_actions(console, actions, numbers_are_actions=numbers)
+                action = _ask(console, f"[{agent}] > ", str(observation), actions, numbers)
                 if action is None:
                     quit_early = True
                     break
@@ -333,7 +348,11 @@ def _play_aec(
             if step_info.get("action_valid") is False:
                 tally.invalid[agent] = tally.invalid.get(agent, 0) + 1
                 console.print(Text(f"{agent}: invalid action", style="yellow"))
+            # The tally adds each step's rewards as they are shown: an agent's reward waits in
+            # last() until its next turn, which a game stopped mid-round never gives it.
             gained = {a: r for a, r in getattr(env, "rewards", {}).items() if r}
+            for a, r in gained.items():
+                tally.add(a, r, None, None)
             if gained:
                 console.print(Text("rewards " + ", ".join(f"{a} {r:+.3f}" for a, r in gained.items())))
         if not quit_early:

@@ -77,6 +77,8 @@ class TextAECEnv(TextSpaces, AECEnv[str, str, str]):
     )
     #: Tags whose content is taken as the action (``<action>b2</action>``).
     action_tags: ClassVar[tuple[str, ...]] = ("action",)
+    #: True when a bare number is an action in the game's own words (as ``TextEnv``'s).
+    numbers_are_actions: ClassVar[bool] = False
     #: Reward component values of a win and of a loss.
     win_value: ClassVar[float] = 1.0
     loss_value: ClassVar[float] = -1.0

@@ -255,6 +255,7 @@ class TicTacToeEnv(TextEnv):
     name = "tictactoe"
     reward_components = ("success_reward", "loss_reward", "draw_reward", "invalid_action_reward", "step_cost_reward")
     default_max_turns = 20
+    numbers_are_actions = True  # 1-9 name the cells (1 = a1 ... 9 = c3)
 
     def __init__(
         self,
@@ -396,6 +397,7 @@ class TicTacToeAEC(TextAECEnv):
 
     metadata: ClassVar[dict[str, Any]] = {**TextAECEnv.metadata, "name": "tictactoe_v0"}
     name = "tictactoe"
+    numbers_are_actions = True  # 1-9 name the cells (1 = a1 ... 9 = c3)
     _marks: ClassVar[dict[str, str]] = {"player_0": "X", "player_1": "O"}
 
     def __init__(self, **kwargs: Any) -> None:
