@@ -147,7 +147,9 @@ def test_the_architecture_cited_is_in_the_repository() -> None:
     for path in cited:
         assert "ARCHITECTURE.md" not in path.read_text(encoding="utf-8"), f"{path} cites a missing ARCHITECTURE.md"
     assert "docs/architecture.md" in (ROOT / "tests" / "test_layering.py").read_text(encoding="utf-8")
-    assert (ROOT / "docs" / "architecture.md").is_file()
+    architecture = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    for folder in ("envgym", "environments", "agents", "benchmarks", "leaderboards", "tests"):
+        assert f"| `{folder}/` |" in architecture, f"the layout table has no row for {folder}/"
 
 
 def test_gui_oracle_figure_states_the_turn_limit_it_was_measured_with() -> None:
