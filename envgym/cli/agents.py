@@ -1,8 +1,8 @@
 """``--agent`` specs on the command line: :mod:`envgym.rollout.specs` with usage errors.
 
 Every command that takes ``--agent`` understands the same specs (``random[:SEED]``, ``oracle``,
-``hf[:MODEL]``, ``openai:MODEL@URL``, ``human``); new kinds are added to
-:data:`envgym.rollout.specs.AGENT_KINDS`.
+``hf[:MODEL]``, ``openai:MODEL@URL``, ``human``, and your own class as ``module:Class`` or
+``path/file.py:Class``); new kinds are added to :data:`envgym.rollout.specs.AGENT_KINDS`.
 """
 
 from __future__ import annotations

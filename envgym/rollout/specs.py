@@ -9,7 +9,14 @@ A spec is ``kind`` or ``kind:argument``:
                        SmolLM2-135M-Instruct) or a local model folder
 ``openai:MODEL@URL``   any OpenAI-compatible chat endpoint (vLLM, llama.cpp server, ...)
 ``human``              a person at the terminal
+``module:Class``       your own :class:`~envgym.rollout.agent.Agent` subclass, imported from a
+                       module on ``sys.path`` (``my_pkg.agents:Greedy``) ...
+``path/file.py:Class`` ... or from a Python file (``./my_agent.py:Greedy``)
 =====================  ==========================================================================
+
+The kinds above win over a module of the same name (write such a module as a file path). Your
+class gets the run's ``seed`` when its constructor takes one, and ``-O key=value`` options as
+keyword arguments.
 
 Agents live in ``envgym.agents``; the library reaches them by import path only (layers point one
 way). The benchmark CLI, the trainer and ``envgym run`` all build agents here.
@@ -17,16 +24,31 @@ way). The benchmark CLI, the trainer and ``envgym run`` all build agents here.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import inspect
+import re
+import sys
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from envgym.errors import ConfigError, UnknownAgentError, suggest
-from envgym.rollout.agent import RandomAgent
+from envgym.rollout.agent import Agent, Policy, RandomAgent
 
-__all__ = ["AGENT_KINDS", "AgentKind", "agent_prompt", "known_agent_specs", "make_agent", "split_agent_spec"]
+__all__ = [
+    "AGENT_KINDS",
+    "IMPORT_KIND",
+    "AgentKind",
+    "agent_class",
+    "agent_prompt",
+    "known_agent_specs",
+    "make_agent",
+    "split_agent_spec",
+]
 
 
 @dataclass(frozen=True)
@@ -127,17 +149,144 @@ AGENT_KINDS: dict[str, AgentKind] = {
 }
 
 
+_MODULE = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\Z")
+_QUALNAME = _MODULE  # Class or Outer.Inner
+_import_lock = threading.Lock()
+
+
+def _import_where(spec: str, where: str) -> Any:
+    """The module named by the part of an import spec before ``:``: a file path or a module name."""
+    if where.endswith(".py") or "/" in where or "\\" in where:
+        path = Path(where).expanduser()
+        if not path.is_file():
+            siblings = sorted(p.name for p in path.parent.glob("*.py")) if path.parent.is_dir() else []
+            raise ConfigError(
+                f"agent spec {spec!r}: no Python file {where!r} (from {Path.cwd()}).{suggest(path.name, siblings)} "
+                "Write a file agent as path/to/file.py:Class."
+            )
+        if path.suffix != ".py":
+            raise ConfigError(
+                f"agent spec {spec!r}: {where!r} is not a Python file (.py); write path/to/file.py:Class."
+            )
+        path = path.resolve()
+        # One module per file, under a name no other import uses; kept in sys.modules (pickling,
+        # dataclasses and a second spec naming the same file need it there).
+        name = f"_envgym_agent_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+        with _import_lock:
+            module = sys.modules.get(name)
+            if module is None:
+                loader_spec = importlib.util.spec_from_file_location(name, path)
+                if loader_spec is None or loader_spec.loader is None:  # pragma: no cover - a .py file always loads
+                    raise ConfigError(f"agent spec {spec!r}: cannot load {where!r} as a Python module.")
+                module = importlib.util.module_from_spec(loader_spec)
+                sys.modules[name] = module
+                try:
+                    loader_spec.loader.exec_module(module)
+                except BaseException as err:
+                    del sys.modules[name]
+                    raise ConfigError(
+                        f"agent spec {spec!r}: running {where!r} failed: {type(err).__name__}: {err}"
+                    ) from err
+        return module
+    try:
+        found = importlib.util.find_spec(where)
+    except (ImportError, ValueError):  # a parent package that is missing
+        found = None
+    if found is None:
+        raise ConfigError(
+            f"agent spec {spec!r}: no module {where!r} to import (not an agent kind either).{suggest(where, AGENT_KINDS)} "
+            f"Known agents: {known_agent_specs()}; a module must be importable (on sys.path), a file written as "
+            "path/to/file.py:Class."
+        )
+    try:
+        return importlib.import_module(where)
+    except Exception as err:
+        raise ConfigError(f"agent spec {spec!r}: importing {where!r} failed: {type(err).__name__}: {err}") from err
+
+
+def _defines_agent(owner: Any, value: Any) -> bool:
+    """Whether ``value`` is a concrete Agent subclass defined in ``owner`` (not one it imports)."""
+    if not (isinstance(value, type) and issubclass(value, Agent)) or inspect.isabstract(value):
+        return False
+    return not isinstance(owner, type(sys)) or value.__module__ == owner.__name__
+
+
+def agent_class(spec: str) -> type[Agent]:
+    """The :class:`Agent` subclass an import spec names (``module:Class`` or ``path/file.py:Class``).
+
+    Raises:
+        ConfigError: no such module or file, no such class (with "did you mean"), or not an agent.
+    """
+    where, _, qualname = spec.strip().rpartition(":")
+    module = _import_where(spec, where.strip())
+    obj: Any = module
+    for part in qualname.split("."):
+        if not hasattr(obj, part):
+            members = [m for m in dir(obj) if not m.startswith("_")]
+            agents = [m for m in members if _defines_agent(obj, getattr(obj, m))]
+            raise ConfigError(
+                f"agent spec {spec!r}: {where!r} has no {qualname!r}.{suggest(part, agents or members)} "
+                f"Agent classes it holds: {', '.join(agents) or 'none'}."
+            )
+        obj = getattr(obj, part)
+    if not (isinstance(obj, type) and issubclass(obj, Agent)):
+        what = f"the class {obj.__name__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
+        hint = (
+            " It is a Policy (one episode's act(observation, info)): wrap it in a PolicyAgent subclass."
+            if isinstance(obj, type) and issubclass(obj, Policy)
+            else ""
+        )
+        raise ConfigError(
+            f"agent spec {spec!r} names {what}, which is not an agent: expected a subclass of "
+            f"envgym.rollout.Agent (act(batch) -> list[AgentOutput]).{hint}"
+        )
+    if inspect.isabstract(obj):
+        missing = ", ".join(sorted(getattr(obj, "__abstractmethods__", ())))
+        raise ConfigError(f"agent spec {spec!r}: {obj.__name__} is abstract (it does not define {missing}).")
+    return obj
+
+
+def _imported(argument: str | None, seed: int, options: dict[str, Any]) -> Any:
+    assert argument is not None
+    cls = agent_class(argument)
+    parameters = inspect.signature(cls).parameters
+    fixed = {"seed": seed} if "seed" in parameters else {}
+    return _construct(argument, cls, options, **fixed)
+
+
+#: Specs that name your own agent class rather than a kind: ``module:Class``, ``path/file.py:Class``.
+IMPORT_KIND = AgentKind(
+    "import",
+    "module:Class | path/to/file.py:Class",
+    "your own Agent subclass, from an importable module or a Python file",
+    _imported,
+    True,
+)
+
+
+def _is_import_spec(text: str) -> bool:
+    where, sep, qualname = text.rpartition(":")
+    where = where.strip()
+    if not sep or not where or not _QUALNAME.match(qualname.strip()):
+        return False
+    return where.endswith(".py") or "/" in where or "\\" in where or bool(_MODULE.match(where))
+
+
 def known_agent_specs() -> str:
     """``"random[:SEED], oracle, ..."``: the accepted forms, for messages."""
-    return ", ".join(kind.usage for kind in AGENT_KINDS.values())
+    return ", ".join([*(kind.usage for kind in AGENT_KINDS.values()), IMPORT_KIND.usage])
 
 
 def split_agent_spec(spec: str) -> tuple[AgentKind, str | None]:
     """Validate ``spec``'s form and return its kind and argument, building nothing.
 
+    An import spec (``module:Class``, ``path/file.py:Class``) comes back as :data:`IMPORT_KIND`
+    with the whole spec as its argument; its module is imported here and the class checked.
+
     Raises:
         UnknownAgentError: an unknown kind (the message lists the known ones).
-        ConfigError: a missing or forbidden argument.
+        ConfigError: a missing or forbidden argument; an import spec naming no module, file or
+            class, or a class that is not an agent.
     """
     if not isinstance(spec, str):
         raise ConfigError(f"an agent spec is a string such as 'random' or 'hf:smollm2', got {spec!r}.")
@@ -145,6 +294,9 @@ def split_agent_spec(spec: str) -> tuple[AgentKind, str | None]:
     name, sep, argument = text.partition(":")
     name = name.strip().lower()
     kind = AGENT_KINDS.get(name)
+    if kind is None and _is_import_spec(text):
+        agent_class(text)  # no such module, file or class, or not an agent: fail here
+        return IMPORT_KIND, text
     if kind is None:
         raise UnknownAgentError(
             f"unknown agent {spec!r}.{suggest(name, AGENT_KINDS)} Known agents: {known_agent_specs()}."
@@ -176,7 +328,8 @@ def make_agent(spec: str, *, seed: int = 0, **options: Any) -> Any:
     """Build the agent named by ``spec`` (``kind`` or ``kind:argument``).
 
     Args:
-        spec: e.g. ``"random"``, ``"oracle"``, ``"hf:smollm2"``, ``"openai:MODEL@URL"``.
+        spec: e.g. ``"random"``, ``"oracle"``, ``"hf:smollm2"``, ``"openai:MODEL@URL"``,
+            ``"my_pkg.agents:Greedy"``, ``"./my_agent.py:Greedy"``.
         seed: run seed, used by agents that sample.
         **options: keyword arguments for the agent's constructor (``temperature=0.7`` ...).
     """
