@@ -163,3 +163,28 @@ def test_gui_oracle_figure_states_the_turn_limit_it_was_measured_with() -> None:
     assert min(results["tasks"][t]["oracle"]["success"] for t in supported) >= 0.98
     perfect = sum(results["tasks"][t]["oracle"]["success"] == 1.0 for t in supported)
     assert f"{perfect} at 100 %" in page
+
+
+def _readme_examples() -> dict[str, str]:
+    """The README's per-family Python examples, by family name (the bold title before each)."""
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## One example per family", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(r"\*\*(?P<family>[^*]+)\*\* \(\[page\].*?```python\n(?P<code>.*?)```", section, re.DOTALL)
+    return dict(found)
+
+
+def test_readme_has_an_example_for_every_family() -> None:
+    pages = {p.stem for p in (ROOT / "docs" / "environments").glob("*.md")} - {"index"}
+    examples = _readme_examples()
+    assert len(examples) == len(pages) == len({spec.family for spec in list_envs()})
+
+
+# The examples that need a browser, a sandbox, highway-env or a search index built are run by
+# their families' own tests; these four run here as written.
+@pytest.mark.parametrize("family", ["Games", "Household", "Coopetition", "Customer service"])
+def test_readme_example_runs(family: str) -> None:
+    code = _readme_examples()[family]
+    namespace: dict[str, object] = {}
+    exec(compile(code, f"README.md ({family})", "exec"), namespace)  # noqa: S102 (the README's own example)
+    env = namespace["env"]
+    env.close()  # type: ignore[attr-defined]
