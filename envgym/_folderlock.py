@@ -63,15 +63,22 @@ class FolderLock:
 
     Raises:
         FolderInUseError: another open :class:`FolderLock` holds the folder, in any process.
+        ConfigError: the folder or its lock file cannot be created (a file in the path, a
+            read-only or virtual file system such as ``/proc``); the message says which part.
     """
 
     def __init__(self, folder: str | os.PathLike[str], what: str = "run folder") -> None:
+        self._fd: int | None = None  # first: __del__ runs even when the lock was never taken
         self.folder = Path(folder)
         self.what = what
-        self.folder.mkdir(parents=True, exist_ok=True)
         self.path = self.folder / LOCK_FILE
-        self._fd: int | None = None
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise ConfigError(
+                f"cannot create the {what} {self.folder}: {_why(self.folder, err)}. Pick another --out."
+            ) from err
         if fcntl is not None:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -107,7 +114,19 @@ class FolderLock:
         self.release()
 
     def __del__(self) -> None:
-        self.release()
+        if hasattr(self, "_fd"):  # a constructor that failed before its first line sets nothing
+            self.release()
+
+
+def _why(folder: Path, err: OSError) -> str:
+    """Why ``folder`` cannot be made, in words: the part of its path that is a file, else the OS's reason."""
+    for part in (folder, *folder.parents):
+        if part.exists():
+            if not part.is_dir():
+                return f"{part} is a file, not a folder"
+            break
+    where = f" ({err.filename})" if err.filename and str(err.filename) != str(folder) else ""
+    return f"{err.strerror or type(err).__name__}{where}"
 
 
 def _read_owner(fd: int) -> dict[str, Any]:

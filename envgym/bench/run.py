@@ -46,7 +46,7 @@ from envgym.bench.suite import Suite, load_suite, parse_suite
 from envgym.errors import ConfigError
 from envgym.rollout.multiagent import records_per_episode
 from envgym.rollout.records import Trajectory, json_safe
-from envgym.rollout.rundir import RunFolder, git_commit, load_trajectories, package_versions
+from envgym.rollout.rundir import EPISODES_FILE, RunFolder, git_commit, load_trajectories, package_versions
 from envgym.rollout.runner import IDENTITY_KEYS, RunConfig, Runner
 from envgym.rollout.specs import make_agent, split_agent_spec
 from envgym.rollout.summary import summarize, summarize_multiagent
@@ -344,21 +344,51 @@ def run_suite(
     # and the temporary files of atomic writes.
     if folder.is_dir() and not (folder / BENCH_FILE).exists() and not all(_started_here(p) for p in folder.iterdir()):
         raise ConfigError(f"{folder} exists and is not a bench run folder (no {BENCH_FILE}); pick another --out.")
+    created = not folder.exists()
+    fresh = not (folder / BENCH_FILE).exists()
     # One process at a time writes a bench run folder (a second one stops here, naming the first);
     # the lock goes when this returns or the process dies, so a killed run resumes.
     with FolderLock(folder, "bench run folder"):
-        return _play_suite(
-            suite,
-            agent,
-            options,
-            k,
-            harness,
-            folder,
-            agent_object=agent_object,
-            on_entry=on_entry,
-            on_episode_end=on_episode_end,
-            on_progress=on_progress,
-        )
+        try:
+            return _play_suite(
+                suite,
+                agent,
+                options,
+                k,
+                harness,
+                folder,
+                agent_object=agent_object,
+                on_entry=on_entry,
+                on_episode_end=on_episode_end,
+                on_progress=on_progress,
+            )
+        except BaseException:
+            if fresh:
+                _undo_new_folder(folder, created=created)
+            raise
+
+
+def _undo_new_folder(folder: Path, *, created: bool) -> None:
+    """Take back what a new bench run wrote when it fails before any episode is recorded (a bad
+    agent option, a model that does not load), so the corrected command starts afresh. Called
+    holding the folder's lock; a folder with a recorded episode is left as it is, to resume."""
+    entries = folder / ENTRIES_DIR
+    if entries.is_dir() and any(entries.glob(f"*/{EPISODES_FILE}")):
+        return
+    if entries.is_dir():
+        for entry in entries.iterdir():
+            try:
+                entry.rmdir()  # empty: each entry's run folder already took its own files back
+            except OSError:
+                return  # something else is in it: leave the folder alone
+        entries.rmdir()
+    for name in (BENCH_FILE, SUITE_FILE, LOCK_FILE):
+        (folder / name).unlink(missing_ok=True)
+    if created:
+        try:
+            folder.rmdir()
+        except OSError:
+            pass
 
 
 def _play_suite(

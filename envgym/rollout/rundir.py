@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from envgym._clock import utc_timestamp
-from envgym._folderlock import FolderLock
+from envgym._folderlock import LOCK_FILE, FolderLock
 from envgym._imports import optional
 from envgym._runfiles import read_jsonl, write_atomic
 from envgym.errors import ConfigError, MissingDependencyError
@@ -151,7 +151,14 @@ class RunFolder:
         self.identity_keys = tuple(identity_keys)
         self._lock = threading.Lock()
         self._file: Any = None
+        existed = self.path.exists()
         self._owner = FolderLock(self.path, "run folder")
+        # A new folder that ends up with no episode and no summary (the run failed before its first
+        # episode: a bad agent option, a model that does not load) is taken away again on close,
+        # so the corrected command starts afresh instead of being refused as a different run.
+        self._fresh = not (self.path / CONFIG_FILE).exists() and not (self.path / EPISODES_FILE).exists()
+        self._created = not existed
+        self._kept = False
         try:
             self._open()
         except BaseException:
@@ -204,6 +211,7 @@ class RunFolder:
         with self._lock:
             if not self._owner.held:
                 raise RuntimeError(f"{self.path} was closed; open a new RunFolder to write into it.")
+            self._kept = True
             if self._file is None:
                 self._file = (self.path / EPISODES_FILE).open("ab")
             self._file.write(data)
@@ -213,15 +221,33 @@ class RunFolder:
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         if not self._owner.held:
             raise RuntimeError(f"{self.path} was closed; write the summary before closing the folder.")
+        self._kept = True
         write_atomic(self.path / SUMMARY_FILE, json.dumps(json_safe(dict(summary)), indent=2, sort_keys=True) + "\n")
 
     def close(self) -> None:
-        """Close the episodes file and give up the folder's lock (idempotent)."""
+        """Close the episodes file and give up the folder's lock (idempotent).
+
+        A folder this run made new and left without an episode or a summary (it failed before its
+        first episode ended) is removed again: what this run wrote goes, and the folder itself when
+        this run created it and nothing else is in it.
+        """
         with self._lock:
             if self._file is not None:
                 self._file.close()
                 self._file = None
+            if self._fresh and not self._kept and self._owner.held:
+                self._undo()
             self._owner.release()
+
+    def _undo(self) -> None:
+        """Remove what :meth:`_open` wrote into a new folder (called holding the folder's lock)."""
+        for name in (CONFIG_FILE, META_FILE, EPISODES_FILE, LOCK_FILE):
+            (self.path / name).unlink(missing_ok=True)
+        if self._created:
+            try:
+                self.path.rmdir()  # only when empty: nothing of anyone else's goes
+            except OSError:
+                pass
 
     def __enter__(self) -> Self:
         return self

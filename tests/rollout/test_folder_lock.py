@@ -80,8 +80,8 @@ def test_a_run_folder_is_locked_until_closed_and_a_closed_one_refuses_writes(tmp
     folder.close()
     with pytest.raises(RuntimeError, match="closed"):
         folder.write_summary({})
-    with RunFolder(tmp_path / "run", {"env_id": "x"}, ["env_id"]):
-        pass
+    with RunFolder(tmp_path / "run", {"env_id": "x"}, ["env_id"]) as reopened:
+        reopened.write_summary({})  # a folder closed with nothing in it is taken away (see test_rundir_undo)
     # A refused configuration leaves the folder unlocked for the right one.
     with pytest.raises(ConfigError, match="different configuration"):
         RunFolder(tmp_path / "run", {"env_id": "y"}, ["env_id"])
