@@ -188,3 +188,32 @@ def test_readme_example_runs(family: str) -> None:
     exec(compile(code, f"README.md ({family})", "exec"), namespace)  # noqa: S102 (the README's own example)
     env = namespace["env"]
     env.close()  # type: ignore[attr-defined]
+
+
+def test_the_site_settings_refuse_a_broken_anchor(tmp_path: Path) -> None:
+    """The strictness the site build relies on: mkdocs.yml's validation settings turn a link to a
+    missing anchor (MkDocs only logs those by default) into a failed build; a two-page site,
+    without the cards hook."""
+    pytest.importorskip("mkdocs", reason="the docs extra (pip install 'envgym[docs]') builds the site")
+    import yaml
+    from mkdocs.commands.build import build
+    from mkdocs.config import load_config
+    from mkdocs.exceptions import Abort
+
+    settings = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\nSee [the page](page.md#no-such-heading).\n", encoding="utf-8")
+    (docs / "page.md").write_text("# Page\n\n## A heading\n", encoding="utf-8")
+    config = {
+        "site_name": "t",
+        "docs_dir": str(docs),
+        "validation": settings["validation"],
+        "markdown_extensions": settings["markdown_extensions"],
+    }
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config), encoding="utf-8")
+    with pytest.raises(Abort):
+        build(load_config(str(tmp_path / "mkdocs.yml"), strict=True, site_dir=str(tmp_path / "site")))
+    (docs / "index.md").write_text("# Home\n\nSee [the page](page.md#a-heading).\n", encoding="utf-8")
+    build(load_config(str(tmp_path / "mkdocs.yml"), strict=True, site_dir=str(tmp_path / "site")))
+    assert (tmp_path / "site" / "page" / "index.html").is_file()
