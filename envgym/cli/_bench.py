@@ -17,11 +17,13 @@ from envgym.cli._common import (
     EXIT_USAGE,
     echo_json,
     err_console,
+    exit_if_nothing_scored,
     fail,
     fmt_float,
     handle_errors,
     out_console,
     parse_kwargs,
+    probe_agent_server,
 )
 from envgym.cli._options import (
     AgentOptionsOption,
@@ -157,13 +159,19 @@ def run_command(
     DIR/results.json (metrics with 95% bootstrap CIs), and prints the results table (with --json,
     results.json). Running the same command with the same --out resumes; a changed suite, agent
     or --trials is refused. Live progress (episodes of the whole suite, live episodes, turns,
-    tokens/s, ETA) goes to stderr: one line on a terminal, a plain line every 10 s otherwise.
+    tokens/s, ETA) goes to stderr: one line on a terminal, a plain line every 10 s otherwise. A
+    run that fails before its first episode (a bad option) leaves no folder behind.
+
+    Exit codes: 0 ok; 1 when the agent's server cannot be reached (an openai:MODEL@URL agent is
+    probed once before the run) or every episode ended by an infrastructure error (nothing was
+    scored; the results are still printed); 2 usage error (bad flag, suite, option or --out).
     """
     check_agent_spec(agent)
     if trials is not None and trials < 1:
         fail(f"--trials must be at least 1, got {trials!r}.", EXIT_USAGE)
     options = parse_kwargs(agent_options, flag="--agent-option")
     loaded = load_suite(suite)  # every entry is validated (and one env built each) before anything runs
+    probe_agent_server(agent)  # a dead server fails now, not after every episode's retries
     k = trials if trials is not None else loaded.trials
     folder = Path(out) if out is not None else default_out(loaded, agent)
     total = sum(e.episodes for e in loaded.entries) * k
@@ -219,12 +227,14 @@ def run_command(
         )
         raise typer.Exit(0 if isinstance(err, StopRun) else 130) from None
     results = run.results()
+    overall = results["overall"]
     if as_json:
         echo_json({**results, "out": str(folder)})
-        return
-    console_out = out_console()
-    console_out.print(_results_table(results))
-    console_out.print(f"run folder: {escape(str(folder))}  (envgym bench report {escape(str(folder))})")
+    else:
+        console_out = out_console()
+        console_out.print(_results_table(results))
+        console_out.print(f"run folder: {escape(str(folder))}  (envgym bench report {escape(str(folder))})")
+    exit_if_nothing_scored(overall["episodes"], overall["scored"], overall.get("infra_errors") or {})
 
 
 # -- report -----------------------------------------------------------------------------------------

@@ -7,12 +7,15 @@ progress and messages to stderr; exit codes are 0 (ok), 1 (failed) and 2 (usage 
 from __future__ import annotations
 
 import functools
+import importlib
 import inspect
 import json
 import math
 import os
 import re
+import socket
 import sys
+import urllib.parse
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NoReturn
 
@@ -31,12 +34,14 @@ __all__ = [
     "KIND_LABELS",
     "echo_json",
     "err_console",
+    "exit_if_nothing_scored",
     "fail",
     "fmt_float",
     "handle_errors",
     "jsonable",
     "out_console",
     "parse_kwargs",
+    "probe_agent_server",
     "progress_bar",
     "resolve_kind",
     "select_spec",
@@ -200,6 +205,65 @@ def progress_bar(console: Console | None = None) -> Progress:
     )
 
 
+#: How long the probe of an agent's server waits for a TCP connection before it lets the run go on.
+PROBE_TIMEOUT_S = 5.0
+
+
+def probe_agent_server(agent_spec: str, *, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """Open (and close) one TCP connection to the server of an ``openai:MODEL@URL`` agent before
+    a run; other agents have no server and pass.
+
+    A refused connection, a host name that does not resolve or an unreachable network exits 1
+    at once with one line saying so: without it, every episode would spend the agent's retries
+    (over a minute) and end as an ``agent_error``. A probe that only times out lets the run go
+    on (a slow network is not a dead server), with a note on stderr.
+    """
+    from envgym.rollout.specs import split_agent_spec
+
+    try:
+        kind, argument = split_agent_spec(agent_spec)
+    except EnvgymError:
+        return  # the spec's own check reports it
+    if kind.name != "openai" or argument is None:
+        return
+    # agents are reached by import path only (layers point one way)
+    url = importlib.import_module("envgym.agents.openai_api").parse_openai_spec(argument)["base_url"]
+    parts = urllib.parse.urlsplit(url)
+    try:
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+    except ValueError:
+        fail(f"the server URL {url!r} of --agent {agent_spec!r} has a bad port.", EXIT_USAGE)
+    host = parts.hostname or ""
+    try:
+        socket.create_connection((host, port), timeout=timeout_s).close()
+    except TimeoutError:
+        err_console().print(
+            f"note: {escape(url)} did not accept a connection within {timeout_s:g} s; running anyway.", soft_wrap=True
+        )
+    except socket.gaierror as err:
+        fail(
+            f"the agent's server {url} cannot be reached: host {host!r} does not resolve ({err.strerror}). "
+            "Fix the URL in --agent openai:MODEL@URL."
+        )
+    except OSError as err:
+        fail(
+            f"the agent's server {url} cannot be reached: {err.strerror or err} ({host}:{port}). Is it running? "
+            "Start it, or fix the URL in --agent openai:MODEL@URL."
+        )
+
+
+def exit_if_nothing_scored(episodes: int, scored: int, infra_errors: Mapping[str, int]) -> None:
+    """Exit 1 after the results are shown when a run had episodes and every one of them ended by
+    an infrastructure error (``env_error``, ``agent_error``, ``timeout``): nothing was measured, and
+    scripts must not read that as a result."""
+    if episodes and not scored:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(infra_errors.items()))
+        fail(
+            f"every episode ({episodes}) ended by an infrastructure error ({reasons}); nothing was scored. "
+            "Their errors are in the records; run the same command again to retry them."
+        )
+
+
 def fmt_float(value: float | None, digits: int = 3) -> str:
     """A float for a table cell (``-`` for missing values)."""
     if value is None:
@@ -213,6 +277,7 @@ def handle_errors(func: Any) -> Any:
     Usage errors (bad ``--kwargs`` or ``--agent``, unknown ids, bad environment arguments) exit 2;
     any other :class:`envgym.errors.EnvgymError` exits 1. Other exceptions keep their traceback.
     """
+
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:

@@ -24,11 +24,13 @@ from envgym.cli._common import (
     EXIT_USAGE,
     echo_json,
     err_console,
+    exit_if_nothing_scored,
     fail,
     fmt_float,
     handle_errors,
     out_console,
     parse_kwargs,
+    probe_agent_server,
     progress_bar,
     select_spec,
 )
@@ -226,7 +228,12 @@ def run_command(
 
     With --out DIR every episode is written to DIR/episodes.jsonl the moment it ends, with the
     resolved configuration, package versions and git commit; running the same command again
-    resumes (finished episodes are skipped; a changed configuration is refused).
+    resumes (finished episodes are skipped; a changed configuration is refused). A run that fails
+    before its first episode (a bad option) leaves no folder behind.
+
+    Exit codes: 0 ok; 1 when the agent's server cannot be reached (an openai:MODEL@URL agent is
+    probed once before the run) or every episode ended by an infrastructure error (nothing was
+    scored; the results are still printed); 2 usage error (bad flag, id, option or --out).
     """
     if "all" in env_ids:
         if len(env_ids) > 1:
@@ -266,6 +273,8 @@ def run_command(
     label = ids[0] if len(ids) == 1 else f"{len(ids)} environments"
     agent_spec = agent or "random"
     check_agent_spec(agent_spec)  # a typo fails before any environment or model loads
+    for spec_text in dict.fromkeys([agent_spec, *(per_agent or {}).values()]):
+        probe_agent_server(spec_text)  # a dead server fails now, not after every episode's retries
     config = RunConfig(
         env_id=ids[0],
         tasks=_several_ids_tasks(ids, episodes, seed, group_size) if len(ids) > 1 else None,
@@ -350,6 +359,8 @@ def run_command(
                 _print_run(summary)
     if out is not None and not as_json:
         out_console().print(f"records: {escape(str(Path(out) / 'episodes.jsonl'))}")
+    combined = result.summary
+    exit_if_nothing_scored(combined["episodes"], combined["scored"], combined.get("infra_errors") or {})
 
 
 def _several_ids_tasks(ids: Sequence[str], episodes: int, seed: int, group_size: int) -> list[EpisodeTask]:

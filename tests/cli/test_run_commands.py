@@ -5,8 +5,12 @@ newcomer reaches for, and the numbers the tables show."""
 from __future__ import annotations
 
 import gc
+import http.server
 import json
+import socket
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +123,72 @@ def test_a_lock_that_was_never_taken_is_collected_quietly(tmp_path: Path) -> Non
     finally:
         sys.unraisablehook = hook
     assert raised == []
+
+
+# ---------------------------------------------------------------- 3. a dead or broken agent server
+@pytest.fixture
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then closed: connections are refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def broken_server() -> Iterator[str]:
+    """A real HTTP server on loopback that answers every chat completion with HTTP 500."""
+
+    class Broken(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            body = b'{"error": "overloaded"}'
+            self.send_response(500)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Broken)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/v1"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_refused_connection_fails_before_the_run(
+    tmp_path: Path, suite_file: Path, closed_port: int, command: str
+) -> None:
+    agent = f"openai:some-model@http://127.0.0.1:{closed_port}/v1"
+    args = ["run", LAKE, "-n", "2"] if command == "run" else ["bench", "run", str(suite_file)]
+    result = invoke(*args, "-a", agent, "--out", str(tmp_path / "out"))
+    assert result.exit_code == 1, result.output
+    assert f"127.0.0.1:{closed_port}" in result.stderr and "cannot be reached" in result.stderr
+    assert not (tmp_path / "out").exists()  # no episode ran (each would spend the agent's retries)
+
+
+def test_a_host_that_does_not_resolve_fails_before_the_run(tmp_path: Path) -> None:
+    result = invoke("run", LAKE, "-n", "1", "-a", "openai:m@http://no-such-host.invalid:8000/v1")
+    assert result.exit_code == 1, result.output
+    assert "does not resolve" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_a_run_whose_every_episode_is_an_infrastructure_error_exits_1(
+    tmp_path: Path, suite_file: Path, broken_server: str, command: str
+) -> None:
+    agent = f"openai:some-model@{broken_server}"
+    quick = ["-O", "max_retries=0", "--max-retries", "0"]
+    args = ["run", LAKE, "-n", "2"] if command == "run" else ["bench", "run", str(suite_file)]
+    result = invoke(*args, "-a", agent, *quick, "--out", str(tmp_path / "out"), "--json")
+    assert result.exit_code == 1, result.output
+    document = json.loads(result.stdout)  # the results are still printed
+    numbers = document if command == "run" else document["overall"]
+    assert numbers["scored"] == 0 and numbers["episodes"] == (2 if command == "run" else 4)
+    assert "every episode (" in result.stderr and "agent_error" in result.stderr
