@@ -217,3 +217,28 @@ def test_the_site_settings_refuse_a_broken_anchor(tmp_path: Path) -> None:
     (docs / "index.md").write_text("# Home\n\nSee [the page](page.md#a-heading).\n", encoding="utf-8")
     build(load_config(str(tmp_path / "mkdocs.yml"), strict=True, site_dir=str(tmp_path / "site")))
     assert (tmp_path / "site" / "page" / "index.html").is_file()
+
+
+def test_the_command_line_page_lists_every_short_flag() -> None:
+    """Every short flag of the CLI (walked from the live command tree) has its row, with its one
+    long name, in docs/cli.md's table."""
+    import typer
+
+    from envgym.cli import app
+
+    def walk(command: object) -> list[object]:
+        return [command, *(c for sub in getattr(command, "commands", {}).values() for c in walk(sub))]
+
+    shorts: dict[str, set[str]] = {}
+    for command in walk(typer.main.get_command(app)):
+        for param in getattr(command, "params", []):
+            names = [*getattr(param, "opts", []), *getattr(param, "secondary_opts", [])]
+            for name in names:
+                if re.fullmatch(r"-\w", name):
+                    shorts.setdefault(name, set()).add(max(param.opts, key=len))
+    assert len(shorts) >= 10
+    page = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8").split("## Short flags", 1)[1]
+    rows = dict(re.findall(r"^\| `(-\w)` \| `(--[\w-]+)` \|", page, re.MULTILINE))
+    for short, longs in shorts.items():
+        assert short in rows, f"docs/cli.md's short flags table has no row for {short}"
+        assert longs == {rows[short]}, (short, longs, rows[short])
