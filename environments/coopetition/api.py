@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import inspect
 import math
+import random
+import re
 from collections.abc import Mapping
 from typing import Any, ClassVar
 
@@ -115,6 +117,19 @@ def _number(value: Any) -> float | str:
     if not math.isfinite(number):
         return f"expected a finite number, got {number!r}"
     return number
+
+
+def _joint_text(text: str, n: int) -> list[float] | str:
+    """The contributions in a joint action written as text (``"12.5 30"``, ``"12.5, 30"`` or
+    ``"[12.5, 30]"``: what a text agent such as ``envgym run``'s sends), or why it holds none."""
+    body = text.strip()
+    if body.startswith("[") and body.endswith("]"):
+        body = body[1:-1]
+    try:
+        return [float(part) for part in re.split(r"[\s,]+", body) if part]
+    except ValueError:
+        example = " ".join(["10"] * n)
+        return f"expected {n} numbers (one contribution per agent) such as {example!r}, got {text!r:.60}"
 
 
 def _env_card(view: type, kwargs: Mapping[str, Any] | None) -> str:
@@ -249,6 +264,8 @@ class CoopEnv(_View, gymnasium.Env[np.ndarray, np.ndarray]):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    #: Its oracle: ``envgym.agents.solvers.coopetition_joint``.
+    name: ClassVar[str] = "coopetition_joint"
 
     def __init__(
         self,
@@ -317,7 +334,11 @@ class CoopEnv(_View, gymnasium.Env[np.ndarray, np.ndarray]):
 
     def _parse(self, action: Any) -> np.ndarray | str:
         n = self.game.n_agents
-        if isinstance(action, (str, bytes, bytearray, Mapping)) or action is None or isinstance(action, bool):
+        if isinstance(action, str):
+            action = _joint_text(action, n)
+            if isinstance(action, str):
+                return action
+        if isinstance(action, (bytes, bytearray, Mapping)) or action is None or isinstance(action, bool):
             return f"expected {n} numbers (one contribution per agent), got {type(action).__name__} {action!r:.60}"
         try:
             array = np.asarray(action, dtype=np.float64).reshape(-1)
@@ -328,6 +349,11 @@ class CoopEnv(_View, gymnasium.Env[np.ndarray, np.ndarray]):
         if not np.all(np.isfinite(array)):
             return f"expected finite numbers, got {array.tolist()!r}"
         return array.astype(np.float32)
+
+    def sample_action(self, rng: random.Random) -> str:
+        """A random joint action as action text (each contribution uniform in ``[0, e_i]``, two
+        decimals): what the random agent of ``envgym run`` sends."""
+        return " ".join(f"{rng.uniform(0.0, float(e)):.2f}" for e in self.game.endowments)
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         episode = self._episode
