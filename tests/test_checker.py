@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import random
+from typing import Any
+
+import gymnasium
+import numpy as np
 import pytest
 from toy_envs import BrokenInfoEnv, GuessEnv, NondeterministicEnv, RaisingEnv
 
+from envgym import Transition
 from envgym.errors import EnvContractError
 from envgym.registration import EnvSpec, register
 from envgym.testing import BAD_ACTIONS, CheckReport, check_env
@@ -121,3 +127,98 @@ def test_the_checker_closes_every_environment_it_makes() -> None:
     _CountedGuess.live.clear()
     check_env("envgymtest/CountedGuess-v0")
     assert _CountedGuess.live == set()  # the twins of the determinism check included
+
+
+# ---------------------------------------------------------------------- the roll plays valid actions (issue 37)
+class _LeakOnValidSteps(GuessEnv):
+    """Non-deterministic only under valid actions: every valid guess reads a counter shared by all
+    instances (as a page kept in a browser pool carries state into the next env); its own
+    ``sample_action`` proposes text guesses that are never valid, as a sloppy sampler would."""
+
+    shared = [0]  # noqa: RUF012 - shared on purpose: the leak between instances
+
+    def _apply(self, guess: int) -> Transition:
+        _LeakOnValidSteps.shared[0] += 1
+        return Transition(f"Valid guess number {_LeakOnValidSteps.shared[0]} in this process.")
+
+    def sample_action(self, rng: random.Random) -> str:
+        return rng.choice(["guess a number", "maybe 3?", "look"])
+
+
+def test_the_roll_plays_admissible_actions_and_catches_a_leak_under_valid_actions() -> None:
+    # The mutant is only valid on its listed actions; a roll of its sampler's guesses never moves it.
+    env = _LeakOnValidSteps(high=20)
+    _, info = env.reset(seed=0)
+    assert not env.step(env.sample_action(random.Random(0)))[4]["action_valid"]
+    assert info["admissible_actions"] == [str(i) for i in range(1, 21)]
+    with pytest.raises(EnvContractError, match=r"\[determinism\].*transition 1 differs"):
+        check_env(_LeakOnValidSteps(high=20), gymnasium_checks=False, fuzz=False)
+
+
+def test_the_roll_steps_are_valid_and_counted() -> None:
+    report = check_env(GuessEnv(high=20), gymnasium_checks=False, fuzz=False)
+    assert report.steps > 0
+    assert report.valid_steps == report.steps  # every listed guess is a valid step
+
+
+class _NeverValid(GuessEnv):
+    """Lists no admissible actions and samples only guesses it rejects: a roll of it exercises nothing."""
+
+    def admissible_actions(self) -> None:
+        return None
+
+    def sample_action(self, rng: random.Random) -> str:
+        return "no idea"
+
+
+def test_a_roll_without_one_valid_step_fails() -> None:
+    with pytest.raises(EnvContractError, match=r"\[determinism\].*none of the \d+ rollout steps was valid"):
+        check_env(_NeverValid(high=20, max_turns=5), gymnasium_checks=False, fuzz=False)
+
+
+class _ListsWhatItRejects(GuessEnv):
+    """Lists ``0`` as admissible although it rejects it: the list is the contract's word on validity."""
+
+    def admissible_actions(self) -> list[str]:
+        return ["0"]
+
+
+def test_an_admissible_action_that_steps_as_invalid_fails() -> None:
+    with pytest.raises(EnvContractError, match=r"\[determinism\].*'0' was in info\['admissible_actions'\]"):
+        check_env(_ListsWhatItRejects(high=20), gymnasium_checks=False, fuzz=False)
+
+
+class _NumericView(gymnasium.Env):
+    """A numeric view (a ``Discrete`` action, a ``Box`` observation, as coopetition's) whose noise
+    generator is not pickled: a copy reseeds it from the clock, so it steps differently, but only
+    after a valid action (an invalid one changes nothing)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012 - Gymnasium's class attribute
+
+    def __init__(self) -> None:
+        self.action_space = gymnasium.spaces.Discrete(4)
+        self.observation_space = gymnasium.spaces.Box(-1e6, 1e6, (1,), np.float64)
+        self.total = 0.0
+        self.noise = np.random.default_rng(0)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+        super().reset(seed=seed)
+        self.total, self.noise = 0.0, np.random.default_rng(seed)
+        return np.array([self.total]), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict]:
+        if isinstance(action, (int, np.integer)) and self.action_space.contains(action):
+            self.total += int(action) + float(self.noise.random())
+        return np.array([self.total]), 0.0, False, False, {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "noise"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, noise=np.random.default_rng())
+
+
+def test_the_pickle_check_steps_a_numeric_view_with_sampled_actions() -> None:
+    # A text guess ("x") is invalid on a numeric view and so could never show the lost generator.
+    with pytest.raises(EnvContractError, match=r"\[pickle\].*stepped differently"):
+        check_pickle(_NumericView(), "numeric", 0, CheckReport("numeric"))

@@ -2,16 +2,20 @@
 
 The single-agent checker (:mod:`envgym.testing.single_agent`) and the multi-agent checkers
 (:mod:`envgym.testing.multi_agent`) build on these: :data:`BAD_ACTIONS` for fuzzing,
-:class:`CheckReport` for what passed, :func:`fail` for the error naming the check, and
-:func:`check_info` for the standard ``info`` keys of every step.
+:class:`CheckReport` for what passed, :func:`fail` for the error naming the check,
+:func:`check_info` for the standard ``info`` keys of every step, and :func:`roll_action` for the
+valid actions the scripted rollouts play.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from gymnasium.spaces import Text
 
 from envgym.core import INFO_KEYS, TerminationReason
 from envgym.errors import EnvContractError
@@ -23,6 +27,7 @@ __all__ = [
     "check_info",
     "declared_components",
     "fail",
+    "roll_action",
     "state_text",
 ]
 
@@ -61,7 +66,10 @@ class CheckReport:
 
     env_id: str
     checks: list[str] = field(default_factory=list)
+    #: Steps (agent steps for multi-agent envs) the determinism rollouts took and checked.
     steps: int = 0
+    #: How many of those steps the env called valid (``info["action_valid"]``).
+    valid_steps: int = 0
 
     def passed(self, name: str) -> None:
         self.checks.append(name)
@@ -70,6 +78,26 @@ class CheckReport:
 def fail(check: str, message: str) -> EnvContractError:
     """The error a failed check raises: ``[check] message``."""
     return EnvContractError(f"[{check}] {message}")
+
+
+def roll_action(env: Any, info: Mapping[str, Any] | None, rng: random.Random, agent: str | None = None) -> Any:
+    """A seeded valid action for the scripted rollouts: the checks must exercise what an agent can do.
+
+    In order: one of ``info["admissible_actions"]`` when the env lists them (the contract's own
+    statement of what is valid now; only on a text action space, where those strings are actions),
+    else the env's ``sample_action`` (its own rendering of a random action: ``click(3)`` on a page,
+    a JSON tool call, an int for a ``Discrete`` view), else a sample of the action space (an array
+    for a numeric view). ``agent`` names the agent of a multi-agent env (``sample_action(agent, rng)``,
+    ``action_space(agent)``). Every draw comes from ``rng`` or the seeded action space.
+    """
+    space = env.action_space if agent is None else env.action_space(agent)
+    admissible = (info or {}).get("admissible_actions")
+    if admissible and isinstance(space, Text):
+        return rng.choice(admissible)
+    sampler = getattr(env.unwrapped, "sample_action", None)
+    if sampler is not None:
+        return sampler(rng) if agent is None else sampler(agent, rng)
+    return space.sample()
 
 
 def check_info(info: Any, where: str, reward_components: Sequence[str] | None) -> None:

@@ -23,7 +23,15 @@ from envgym.core import TerminationReason
 from envgym.errors import ResetNeededError
 from envgym.registration import make_aec, make_parallel
 from envgym.spaces import Text
-from envgym.testing.common import BAD_ACTIONS, CheckReport, check_close_twice, check_info, fail, state_text
+from envgym.testing.common import (
+    BAD_ACTIONS,
+    CheckReport,
+    check_close_twice,
+    check_info,
+    fail,
+    roll_action,
+    state_text,
+)
 
 __all__ = [
     "check_aec_bad_inputs",
@@ -143,25 +151,23 @@ def _check_step_before_reset(fresh: Any, action_of: Callable[[Any], Any], env_id
         fresh.close()
 
 
+def _check_some_valid(env_id: str, report: CheckReport) -> None:
+    """A roll in which no move was valid exercised nothing: the env lists no admissible actions and
+    its ``sample_action`` (or action space) proposes only invalid ones."""
+    if report.steps and not report.valid_steps:
+        raise fail(
+            "determinism",
+            f"{env_id}: none of the {report.steps} rollout moves was valid; list info['admissible_actions'] "
+            "or give the env a sample_action(agent, rng) that proposes valid moves.",
+        )
+
+
 def _check_seeds(seeds: Sequence[int], checker: str) -> None:
     if len(seeds) < 2:
         raise ValueError(f"{checker} needs at least two seeds to compare games, got {list(seeds)!r}.")
 
 
 # ---------------------------------------------------------------------- AEC
-def _aec_action(env: Any, agent: str, info: Mapping[str, Any], rng: random.Random) -> Any:
-    sampler = getattr(env.unwrapped, "sample_action", None)
-    if sampler is not None:
-        try:
-            return sampler(agent, rng)
-        except TypeError:
-            pass
-    actions = info.get("admissible_actions")
-    if actions:
-        return rng.choice(actions)
-    return env.action_space(agent).sample()
-
-
 def _aec_rollout(env: Any, seed: int, max_steps: int) -> list[tuple[Any, ...]]:
     """Reset with ``seed`` and play seeded random legal moves (``None`` for dead agents)."""
     rng = random.Random(seed)
@@ -171,7 +177,7 @@ def _aec_rollout(env: Any, seed: int, max_steps: int) -> list[tuple[Any, ...]]:
     record: list[tuple[Any, ...]] = []
     for agent in env.agent_iter(max_steps):
         obs, reward, term, trunc, info = env.last()
-        action = None if (term or trunc) else _aec_action(env, agent, info, rng)
+        action = None if (term or trunc) else roll_action(env, info, rng, agent)
         record.append((agent, obs, reward, term, trunc, info, action))
         _safe_step(env, action, f"seed={seed} step {len(record) - 1} agent={agent}")
     record.append(("end", list(env.agents)))
@@ -235,15 +241,20 @@ def check_aec_determinism(
         for i, (x, y) in enumerate(zip(a, b)):
             if repr(x) != repr(y):
                 raise fail("determinism", f"{env_id} seed={seed}: step {i} differs:\n{x!r:.400}\n{y!r:.400}")
+        acted: set[str] = set()
         for i, (agent, obs, reward, term, trunc, info, _action) in enumerate(a[:-1]):
             where = f"{env_id} seed={seed} step {i} agent={agent}"
             check_agent_step(env, agent, obs, reward, term, trunc, info, where)
             report.steps += 1
+            # an agent's info tells how its own previous move went
+            report.valid_steps += agent in acted and info["action_valid"]
+            acted.add(agent)
         if a[-1][1]:
             raise fail("termination", f"{env_id} seed={seed}: {max_steps} random legal moves did not finish the game.")
         first.append((a[0][1], a[0][5]["task"]["id"]))
     if len(set(first)) < 2 and len(seeds) >= 3:
         raise fail("determinism", f"{env_id}: seeds {list(seeds)} all gave the same task and first observation.")
+    _check_some_valid(env_id, report)
     report.passed("seeded_determinism")
 
 
@@ -326,16 +337,7 @@ def check_aec_env(
 
 # ---------------------------------------------------------------------- Parallel
 def _parallel_actions(env: Any, infos: Mapping[str, Any], rng: random.Random) -> dict[str, Any]:
-    actions = {}
-    sampler = getattr(env.unwrapped, "sample_action", None)
-    for agent in env.agents:
-        if sampler is not None:
-            actions[agent] = sampler(agent, rng)
-        elif infos.get(agent, {}).get("admissible_actions"):
-            actions[agent] = rng.choice(infos[agent]["admissible_actions"])
-        else:
-            actions[agent] = env.action_space(agent).sample()
-    return actions
+    return {agent: roll_action(env, infos.get(agent), rng, agent) for agent in env.agents}
 
 
 def _parallel_rollout(env: Any, seed: int, max_steps: int) -> list[tuple[Any, ...]]:
@@ -352,6 +354,23 @@ def _parallel_rollout(env: Any, seed: int, max_steps: int) -> list[tuple[Any, ..
         record.append((actions, obs, rewards, terms, truncs, infos))
     record.append(("end", list(env.agents)))
     return record
+
+
+def _valid_moves(
+    env_id: str, seed: int, step: int, before: Mapping[str, Any], actions: Mapping[str, Any], after: Mapping[str, Any]
+) -> int:
+    """How many agents' actions of one Parallel step were valid; an admissible one must be."""
+    valid = 0
+    for agent, action in actions.items():
+        if after[agent]["action_valid"]:
+            valid += 1
+        elif isinstance(action, str) and action in (before.get(agent, {}).get("admissible_actions") or ()):
+            raise fail(
+                "determinism",
+                f"{env_id} seed={seed} step {step}: {agent}'s {action!r:.80} was in its admissible_actions "
+                "but stepped as invalid.",
+            )
+    return valid
 
 
 def _check_parallel_result(env: Any, live: Sequence[str], result: Any, where: str) -> None:
@@ -422,11 +441,13 @@ def check_parallel_determinism(
             actions = item[0]
             _check_parallel_result(env, list(actions), item[1:], f"{env_id} seed={seed} step {i}")
             report.steps += 1
+            report.valid_steps += _valid_moves(env_id, seed, i, a[i - 1][-1], actions, item[-1])
         if a[-1][1]:
             raise fail("termination", f"{env_id} seed={seed}: {max_steps} random legal steps did not end the game.")
         first.append((repr(a[0][1]), a[0][2][env.possible_agents[0]]["task"]["id"]))
     if len(set(first)) < 2 and len(seeds) >= 3:
         raise fail("determinism", f"{env_id}: seeds {list(seeds)} all gave the same task and first observation.")
+    _check_some_valid(env_id, report)
     report.passed("seeded_determinism")
 
 

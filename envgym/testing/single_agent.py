@@ -10,6 +10,7 @@ contract, one function per check (as Gymnasium's env checker does): :func:`check
 
 from __future__ import annotations
 
+import itertools
 import math
 import pickle
 import random
@@ -30,6 +31,7 @@ from envgym.testing.common import (
     check_info,
     declared_components,
     fail,
+    roll_action,
     state_text,
 )
 
@@ -48,23 +50,17 @@ __all__ = [
 
 
 def scripted_rollout(env: Any, seed: int, steps: int, *, action_seed: int = 0) -> list[tuple[Any, ...]]:
-    """Reset with ``seed`` and play ``steps`` actions chosen by a seeded random policy.
+    """Reset with ``seed`` and play ``steps`` seeded valid actions (see :func:`~envgym.testing.common.roll_action`).
 
-    Actions come from ``env.unwrapped.sample_action`` when the env has it (valid actions), else
-    from ``info["admissible_actions"]``, else from the action space. Returns every transition.
+    Returns every transition: ``("reset", obs, info)`` first, then ``(action, obs, reward,
+    terminated, truncated, info)`` per step, until the episode ends or ``steps`` were played.
     """
     rng = random.Random(action_seed)
     obs, info = env.reset(seed=seed)
     record: list[tuple[Any, ...]] = [("reset", obs, info)]
-    sampler: Callable[[random.Random], str] | None = getattr(env.unwrapped, "sample_action", None)
     env.action_space.seed(action_seed)
     for _ in range(steps):
-        if sampler is not None:
-            action = sampler(rng)
-        elif info.get("admissible_actions"):
-            action = rng.choice(info["admissible_actions"])
-        else:
-            action = env.action_space.sample()
+        action = roll_action(env, info, rng)
         obs, reward, terminated, truncated, info = env.step(action)
         record.append((action, obs, reward, terminated, truncated, info))
         if terminated or truncated:
@@ -158,10 +154,33 @@ def check_reset_info(env: Any, env_id: str, seed: int, report: CheckReport) -> N
     report.passed("reset_info")
 
 
+def _check_roll_validity(env_id: str, seed: int, record: Sequence[tuple[Any, ...]]) -> int:
+    """How many steps of a scripted rollout were valid; an action the env listed as admissible must be one."""
+    valid = 0
+    for before, step in itertools.pairwise(record):
+        action, info = step[0], step[-1]
+        listed = before[-1].get("admissible_actions") or ()
+        if info["action_valid"]:
+            valid += 1
+        elif isinstance(action, str) and action in listed:
+            raise fail(
+                "determinism",
+                f"{env_id} seed={seed}: {action!r:.80} was in info['admissible_actions'] but stepped as invalid "
+                f"(observation {step[1]!r:.200}).",
+            )
+    return valid
+
+
 def check_determinism(
     env: Any, factory: Callable[[], Any], env_id: str, seeds: Sequence[int], steps: int, report: CheckReport
 ) -> None:
-    """Seeded scripted rollouts repeat exactly on a twin, keep the step contract, and seeds differ."""
+    """Seeded rollouts of valid actions repeat exactly on a twin, keep the step contract, and seeds differ.
+
+    The rollouts play admissible actions, the env's own samples or action-space samples
+    (:func:`~envgym.testing.common.roll_action`): a roll of invalid guesses would leave the state
+    untouched and so could not see state that leaks between episodes. A roll in which the env called
+    no step valid fails for the same reason.
+    """
     first_obs = []
     for seed in seeds:
         a = scripted_rollout(env, seed, steps, action_seed=seed)
@@ -178,10 +197,17 @@ def check_determinism(
         for i, item in enumerate(a[1:], start=1):
             check_step_result(env, item[1:], f"{env_id} seed={seed} step {i} action={item[0]!r:.60}")
             report.steps += 1
+        report.valid_steps += _check_roll_validity(env_id, seed, a)
         first = a[0][1]  # a non-text observation (an array) is compared by its repr: arrays do not hash
         first_obs.append((first if isinstance(first, str) else repr(first), a[0][2]["task"]["id"]))
     if len(set(first_obs)) < 2 and len(seeds) >= 3:
         raise fail("determinism", f"{env_id}: seeds {list(seeds)} all gave the same task and first observation.")
+    if report.steps and not report.valid_steps:
+        raise fail(
+            "determinism",
+            f"{env_id}: none of the {report.steps} rollout steps was valid; list info['admissible_actions'] "
+            "or give the env a sample_action(rng) that proposes valid actions.",
+        )
     report.passed("seeded_determinism")
 
 
@@ -226,15 +252,17 @@ def check_truncation(env: Any, env_id: str, seed: int, report: CheckReport) -> N
 def check_pickle(env: Any, env_id: str, seed: int, report: CheckReport) -> None:
     """A copy pickled mid-episode continues exactly like the original (worker pools ship envs).
 
+    Both steps are valid actions (:func:`~envgym.testing.common.roll_action`), so the copy must carry
+    the state a real step changed.
+
     Envs that wrap an external engine opt out with ``metadata["picklable"] = False`` (not reported).
     """
     if not env.unwrapped.metadata.get("picklable", True):
         return
-    env.reset(seed=seed)
-    rng = random.Random(0)
-    sampler = getattr(env.unwrapped, "sample_action", None)
-    first = sampler(rng) if sampler is not None else "x"
-    *_, ended_terminated, ended_truncated, _ = env.step(first)
+    rng = random.Random(seed)
+    env.action_space.seed(seed)
+    _, info = env.reset(seed=seed)
+    *_, ended_terminated, ended_truncated, info = env.step(roll_action(env, info, rng))
     try:
         clone = pickle.loads(pickle.dumps(env))
     except Exception as err:
@@ -247,8 +275,8 @@ def check_pickle(env: Any, env_id: str, seed: int, report: CheckReport) -> None:
         if state_text(clone) != state_text(env):
             raise fail("pickle", f"{env_id}: a pickled copy of a finished episode has a different state.")
     else:
-        action = sampler(random.Random(1)) if sampler is not None else "x"
-        if repr(clone.step(action)) != repr(env.step(action)):
+        action = roll_action(env, info, rng)
+        if _comparable(clone.step(action)) != _comparable(env.step(action)):
             raise fail("pickle", f"{env_id}: a pickled copy stepped differently from the original.")
     clone.close()
     report.passed("pickle_roundtrip")
