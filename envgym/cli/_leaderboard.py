@@ -187,6 +187,8 @@ def submit_command(
             # stored one instead of replaying it again (as the server answers 200 "exists").
             existing = store.find(bundle.content_hash) if bundle.recompute_hash() == bundle.content_hash else None
             if existing is None:
+                # The same episodes under another name are refused before the replay they would cost.
+                _refuse_twin(store, bundle)
                 verified = verify_bundle(bundle)
                 stored, created = store.add(verified, bundle_size=path.stat().st_size)
                 scores = verified.scores.to_dict()
@@ -210,6 +212,19 @@ def submit_command(
             err_console().print(_cell(f"{result['status']}: submission {result['submission']['id']} at {url}"))
     if as_json:
         echo_json(result)
+
+
+def _refuse_twin(store: Any, bundle: Any) -> None:
+    from envgym.leaderboard.bundle import episodes_key
+    from envgym.leaderboard.store import DuplicateEpisodes
+
+    try:
+        key = episodes_key(bundle.suite_id, str(bundle.manifest["agent"]["spec"]), bundle.episodes)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return  # no suite or malformed episodes: the replay rejects the bundle with the reason
+    twin = store.find_episodes(key)
+    if twin is not None:
+        raise DuplicateEpisodes(twin)
 
 
 def _request(method: str, endpoint: str, what: str, **kwargs: Any) -> dict[str, Any]:
@@ -332,6 +347,56 @@ def delete_command(
         return
     subject = audit.get("subject", "")
     err_console().print(_cell(f"deleted submission {submission_id} ({subject}); audit row {audit['id']}"))
+
+
+@leaderboard_app.command("rename")
+@handle_errors
+def rename_command(
+    ctx: typer.Context,
+    submission_id: Annotated[int, typer.Argument(metavar="ID", help="The submission's id (see `list`).", min=0)],
+    name: Annotated[str, typer.Argument(metavar="NAME", help="The agent's new name on the board.")],
+    reason: Annotated[str, typer.Option("--reason", help="Why it is renamed (kept in the audit).")] = "",
+    db: DbOption = None,
+    url: ServerUrlOption = None,
+    token: TokenOption = None,
+    token_file: TokenFileOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Give a submission a new agent name (the audit keeps the old one).
+
+    A run is ranked once: submitting it again under another --name is refused, and this is how
+    its name changes. With --db the database is changed directly (the audit names you as
+    local:USER); with --url the server does it (POST /api/submissions/ID/rename) for an admin
+    token (--token-file or $ENVGYM_LEADERBOARD_TOKEN).
+    """
+    from envgym.leaderboard.bundle import BundleError, check_agent_name
+
+    if db is not None and url is not None:
+        fail("give --db (rename here) or --url (rename on a server), not both.", EXIT_USAGE)
+    if len(reason) > 1000:
+        fail(f"--reason must be at most 1000 characters, got {len(reason)}.", EXIT_USAGE)
+    try:
+        check_agent_name(name.strip())
+    except BundleError as err:
+        fail(f"NAME: {err}", EXIT_USAGE)
+    if url is not None:
+        tok = _token(ctx, token, token_file)
+        if not tok:
+            fail(f"renaming on a server needs an admin token: --token-file FILE or ${TOKEN_ENV}.", EXIT_USAGE)
+        endpoint = f"{url.rstrip('/')}/api/submissions/{submission_id}/rename"
+        data = _request("POST", endpoint, "rename", json={"name": name.strip(), "reason": reason.strip()},
+                        headers={"Authorization": f"Bearer {tok}"}, timeout=60)  # fmt: skip
+        audit = dict(data.get("audit") or {})
+    else:
+        with _store(db) as store:
+            audit = store.rename(submission_id, name, reason=reason.strip(), by=f"local:{getpass.getuser()}")
+            where = store.url
+        if audit is None:
+            fail(f"no submission {submission_id} in {where}; `envgym leaderboard list` shows the ids.", EXIT_FAILED)
+    if as_json:
+        echo_json({"submission_id": submission_id, "renamed": True, "audit": audit})
+        return
+    err_console().print(_cell(f"submission {submission_id}: {audit.get('reason', '')}; audit row {audit.get('id')}"))
 
 
 def _delete_remote(url: str, submission_id: int, reason: str, token: str | None) -> dict[str, Any]:

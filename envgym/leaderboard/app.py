@@ -2,8 +2,13 @@
 
 Pages (HTML, rendered by :mod:`envgym.leaderboard.pages`):
 
-* ``/``: the suites; ``/suites/{suite_id}``: the ranked, sortable table and the CI plot;
+* ``/``: the suites; ``/suites/{suite_id}``: the ranked, sortable table, the CI plot and the
+  success rate per environment;
 * ``/entries/{id}``: one submission; ``/entries/{id}/episodes/{n}``: the turn-by-turn viewer.
+
+The lists (``/``, ``/suites/{suite_id}``, an entry's episodes) take ``?q=`` (at most
+``MAX_QUERY`` characters): only the rows holding every word of it, ignoring case, are shown; each
+page's filter box narrows its rows as one types and sends ``?q=`` on Enter.
 
 JSON API:
 
@@ -14,7 +19,9 @@ JSON API:
 * ``POST /api/submissions``: a bundle as the raw body (``Content-Type: application/gzip``) or as
   the ``bundle`` field of a ``multipart/form-data`` form. Answers ``201`` with the stored
   submission, ``200`` with the existing one when the same bundle (same content hash) was stored
-  before (``409 withdrawn``, without its id, when that one was hidden by a moderator), ``413`` when
+  before, ``409 duplicate`` naming the entry when another bundle of the same run (same suite,
+  agent spec and episodes: e.g. bundled again under another name) was (checked before the
+  replay), ``409 withdrawn``, without its id, when that one was hidden by a moderator, ``413`` when
   the body exceeds ``max_upload_bytes`` (checked while the body streams in, before the rest is read)
   or a field exceeds its cap, ``400`` when it is not a readable bundle, ``422`` when verification
   rejects it or it exceeds its time budget, ``503`` with ``Retry-After`` when the verification
@@ -40,7 +47,9 @@ as ``Authorization: Bearer <token>``:
 * moderation, admin tokens only (``403`` for a submitter token): ``POST /api/submissions/{id}/hide``
   with ``{"reason": "..."}`` (required) takes an entry off the board, the listings and its pages
   (they answer ``404``) but keeps it in the database; ``POST /api/submissions/{id}/unhide`` (reason
-  optional) shows it again; ``DELETE /api/submissions/{id}`` with ``{"reason": "..."}`` (required)
+  optional) shows it again; ``POST /api/submissions/{id}/rename`` with ``{"name": "...",
+  "reason": "..."}`` (reason optional) gives it a new agent name (a run is ranked once, so this is
+  how its name changes); ``DELETE /api/submissions/{id}`` with ``{"reason": "..."}`` (required)
   removes it with its scores and episodes. Each writes an audit row, listed by ``GET /api/audit``.
 
 Browsers and other origins: requests must name an allowed host (``Host``: loopback names plus
@@ -72,7 +81,7 @@ from urllib.parse import urlsplit
 from envgym.errors import ConfigError, MissingDependencyError
 
 try:
-    from fastapi import FastAPI, HTTPException, Request
+    from fastapi import FastAPI, HTTPException, Query, Request
     from fastapi import Path as PathParam
     from fastapi.concurrency import run_in_threadpool
     from fastapi.responses import HTMLResponse, JSONResponse, Response
@@ -118,6 +127,11 @@ LIST_TTL_S = 2.0
 
 SubmissionId = Annotated[int, PathParam(ge=0, le=MAX_ID, description="A submission id.")]
 Ordinal = Annotated[int, PathParam(ge=0, le=MAX_ID, description="An episode's number in its submission.")]
+#: Longest ``?q=`` filter a page takes.
+MAX_QUERY = 200
+Filter = Annotated[
+    str | None, Query(max_length=MAX_QUERY, description="Show the rows holding every word of this text (any case).")
+]
 
 
 def _error(status: int, error: str, reason: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -500,23 +514,24 @@ def create_app(
         return HTMLResponse(text)
 
     @app.get("/", response_class=HTMLResponse)
-    def index() -> Response:
-        return rendered.get("/", lambda: html(pages.index_page(db.suites(), _same)))
+    def index(q: Filter = None) -> Response:
+        key = "/" if not q else f"/?q={q}"
+        return rendered.get(key, lambda: html(pages.index_page(db.suites(), _same, q)))
 
     @app.get("/suites/{suite_id}", response_class=HTMLResponse)
-    def suite(suite_id: str) -> Response:
+    def suite(suite_id: str, q: Filter = None) -> Response:
         def render() -> Response:
             board = db.leaderboard(suite_id)
             if not board:
                 return _error(404, "not_found", f"no submissions for suite {suite_id[:200]!r}")
-            return html(pages.suite_page(suite_id, board, _same))
+            return html(pages.suite_page(suite_id, board, _same, q))
 
-        return rendered.get(f"/suites/{suite_id}", render)
+        return rendered.get(f"/suites/{suite_id}" + (f"?q={q}" if q else ""), render)
 
     @app.get("/entries/{submission_id}", response_class=HTMLResponse)
-    def entry(submission_id: SubmissionId) -> str:
+    def entry(submission_id: SubmissionId, q: Filter = None) -> str:
         sub = submission_or_404(submission_id)
-        return pages.submission_page(sub, db.episodes(submission_id), _same)
+        return pages.submission_page(sub, db.episodes(submission_id), _same, q)
 
     @app.get("/entries/{submission_id}/episodes/{ordinal}", response_class=HTMLResponse)
     def episode_view(submission_id: SubmissionId, ordinal: Ordinal) -> str:
@@ -639,7 +654,8 @@ def create_app(
         return JSONResponse(answer.body, status_code=answer.status, headers=answer.headers)
 
     # -- moderation (admin tokens) -----------------------------------------------------------------
-    async def reason_of(request: Request, action: str, *, required: bool) -> str:
+    async def body_of(request: Request, action: str, example: str) -> dict[str, Any]:
+        """The JSON object a moderation request sends (an empty body is ``{}``)."""
         raw = await request.body()
         if raw.strip() and request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             raise _Refused(
@@ -650,7 +666,11 @@ def create_app(
         except (ValueError, RecursionError):
             document = None
         if not isinstance(document, dict):
-            raise _Refused(400, "bad_request", f'the body of {action} must be a JSON object like {{"reason": "..."}}.')
+            raise _Refused(400, "bad_request", f"the body of {action} must be a JSON object like {example}.")
+        return document
+
+    async def reason_of(request: Request, action: str, *, required: bool) -> str:
+        document = await body_of(request, action, '{"reason": "..."}')
         reason = document.get("reason", "")
         if not isinstance(reason, str) or (required and not reason.strip()) or len(reason) > MAX_REASON:
             need = "a reason (the audit keeps it)" if required else "an optional reason"
@@ -683,6 +703,28 @@ def create_app(
     @app.post("/api/submissions/{submission_id}/unhide")
     async def api_unhide(submission_id: SubmissionId, request: Request) -> JSONResponse:
         return await moderate(submission_id, request, hide=False)
+
+    @app.post("/api/submissions/{submission_id}/rename")
+    async def api_rename(submission_id: SubmissionId, request: Request) -> JSONResponse:
+        try:
+            who = await admin(request)
+            document = await body_of(request, "/rename", '{"name": "...", "reason": "..."}')
+        except _Refused as refused:
+            return refused.response()
+        reason = document.get("reason", "")
+        if not isinstance(reason, str) or len(reason) > MAX_REASON:
+            return _error(400, "bad_request", f"/rename takes an optional reason of at most {MAX_REASON} characters.")
+        try:
+            entry = await run_in_threadpool(
+                db.rename, submission_id, document.get("name"), reason=reason.strip(), by=who["name"]
+            )
+        except BundleError as err:
+            return _error(400, "bad_request", f'/rename takes {{"name": "..."}}: {err}')
+        rendered.drop()
+        if entry is None:
+            return _error(404, "not_found", f"no submission {submission_id}.")
+        log.info("submission %s: %s by %s", submission_id, entry["reason"], who["name"])
+        return JSONResponse({"submission_id": submission_id, "renamed": True, "audit": entry})
 
     @app.delete("/api/submissions/{submission_id}")
     async def api_delete(submission_id: SubmissionId, request: Request) -> JSONResponse:

@@ -75,10 +75,12 @@ __all__ = [
     "Bundle",
     "BundleError",
     "BundleLimits",
-    "check_screenshot",
     "bundle_bytes",
     "canonical_json",
+    "check_agent_name",
+    "check_screenshot",
     "content_hash",
+    "episodes_key",
     "make_bundle",
     "parse_bundle",
     "read_bundle",
@@ -159,6 +161,30 @@ def content_hash(manifest: Mapping[str, Any], episodes: Iterable[Mapping[str, An
     for episode in episodes:
         digest.update(canonical_json(episode) + b"\n")
     return digest.hexdigest()
+
+
+def episodes_key(suite_id: str, agent_spec: str, episodes: Iterable[Mapping[str, Any]]) -> str:
+    """sha256 (hex) of what a run *is*: the suite, the agent spec, and every episode's entry,
+    seed, trial, agent id and actions, in a fixed order.
+
+    Two bundles of the same run key alike whatever the agent's display name, metadata, creation
+    time or text cap (none of which changes an episode), so the store can refuse to rank the same
+    run twice. Computed from fields a stored submission keeps too, so stored rows can be keyed.
+    """
+    keyed = sorted(
+        (
+            (
+                str(e.get("entry")),
+                int(e.get("seed") or 0),
+                int(e.get("trial") or 0),
+                str(e.get("agent_id") or ""),
+                [t.get("action") for t in e.get("turns") or () if isinstance(t, Mapping)],
+            )
+            for e in episodes
+        ),
+        key=lambda k: k[:4],
+    )
+    return hashlib.sha256(canonical_json({"suite": suite_id, "agent": agent_spec, "episodes": keyed})).hexdigest()
 
 
 # -- building a bundle from a bench run folder -----------------------------------------------------
@@ -584,6 +610,13 @@ def _check_name(value: Any, where: str, high: int, low: int = 1) -> None:
         )
 
 
+def check_agent_name(value: Any) -> str:
+    """``value`` if it can name an agent on the board (as a bundle's ``manifest.agent.name``:
+    plain text of 1 to 200 characters), else :class:`BundleError` saying why."""
+    _check_name(value, "agent name", 200)
+    return str(value)
+
+
 def _check_manifest(m: Any, limits: BundleLimits = DEFAULT_LIMITS) -> None:
     _expect(isinstance(m, dict), "manifest (line 1)", "a JSON object", m)
     _expect(m.get("format") == BUNDLE_FORMAT, "manifest", f"format {BUNDLE_FORMAT!r}", m.get("format"))
@@ -942,7 +975,9 @@ def _parse_line(line: bytes, number: int) -> Any:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         return value
     except UnicodeEncodeError as err:
-        raise BundleError(f"{where} holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); text must be Unicode.") from err
+        raise BundleError(
+            f"{where} holds a lone UTF-16 surrogate escape (\\ud800-\\udfff); text must be Unicode."
+        ) from err
     except RecursionError:
         # Raised by the parser on arrays or objects nested ~1000 deep; the traceback is of no use.
         raise BundleError(f"{where} nests arrays or objects too deeply to parse; bundles nest a few levels.") from None

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from envgym.errors import ConfigError, EnvgymError
 from envgym.leaderboard import suites as suites_module
 from envgym.leaderboard import verify as verify_module
-from envgym.leaderboard.bundle import BundleError, read_bundle
+from envgym.leaderboard.bundle import BundleError, episodes_key, read_bundle
 from envgym.leaderboard.suites import find_suite
 from envgym.leaderboard.verify import VerificationError, VerifyConfig, verify_bundle
 from envgym.registration import list_envs, register
@@ -150,6 +150,21 @@ def _withdrawn() -> Answer:
     )
 
 
+def _duplicate(stored: dict[str, Any], reason: str) -> Answer:
+    if stored.get("hidden"):
+        return _withdrawn()
+    return _refusal(409, "duplicate", reason)
+
+
+def _episodes_key(bundle: Any) -> str | None:
+    """The bundle's :func:`episodes_key`; ``None`` when it names no suite or agent (the replay
+    rejects such a bundle with the reason)."""
+    try:
+        return episodes_key(bundle.suite_id, str(bundle.manifest["agent"]["spec"]), bundle.episodes)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _existing(stored: dict[str, Any]) -> Answer:
     if stored.get("hidden"):
         return _withdrawn()
@@ -168,6 +183,13 @@ def process_upload(upload: Upload, store: Store) -> Answer:
         existing = store.find(bundle.content_hash)
         if existing is not None:
             return _existing(existing)
+    # The same episodes under another name (or text cap): refused before the replay they would cost.
+    from envgym.leaderboard.store import DuplicateEpisodes  # the store's module: SQLAlchemy is loaded
+
+    key = _episodes_key(bundle)
+    twin = store.find_episodes(key) if key is not None else None
+    if twin is not None:
+        return _duplicate(twin, str(DuplicateEpisodes(twin)))
     if upload.submitter is None and not upload.allow_anonymous_sandboxed:
         try:
             suite = find_suite(bundle.suite_id)
@@ -200,7 +222,10 @@ def process_upload(upload: Upload, store: Store) -> Answer:
             )
         raise
     size = len(upload.data)
-    stored, created = store.add(verified, bundle_size=size, submitter=upload.submitter)
+    try:
+        stored, created = store.add(verified, bundle_size=size, submitter=upload.submitter)
+    except DuplicateEpisodes as err:  # stored by another upload while this one was replayed
+        return _duplicate(err.existing, str(err))
     if not created:
         return _existing(stored)
     note = f"submission {stored['id']} ({stored['agent_name']!r}) from {upload.submitter or 'anonymous'}: stored"

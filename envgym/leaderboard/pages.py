@@ -33,7 +33,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-__all__ = ["episode_page", "export_file", "export_site", "index_page", "plain", "submission_page", "suite_page"]
+__all__ = [
+    "episode_page",
+    "export_file",
+    "export_site",
+    "index_page",
+    "matches",
+    "plain",
+    "submission_page",
+    "suite_page",
+]
 
 Href = Callable[[str], str]
 
@@ -94,6 +103,25 @@ def _page(title: str, body: str, href: Href, api: str | None = None) -> str:
     )
 
 
+def matches(query: str | None, *fields: Any) -> bool:
+    """Whether a row whose text is ``fields`` is kept by the filter ``query`` (``?q=``): every
+    word of the query appears in some field, ignoring case; an empty query keeps every row. The
+    pages' filter box (``leaderboard.js``) applies the same rule to a row's text in the browser."""
+    words = (query or "").casefold().split()
+    text = " ".join(plain(f) for f in fields).casefold()
+    return all(word in text for word in words)
+
+
+def _filter_box(table_id: str, query: str | None, what: str) -> str:
+    """A filter box for table ``table_id``: the server filters by ``?q=`` (a form GET, so it
+    works without JavaScript), the script then narrows the rows as one types."""
+    return (
+        f"<form class='filter' method='get' role='search'><label>Filter {_esc(what)} "
+        f"<input type='search' name='q' value='{_esc(query or '')}' data-table='{table_id}' "
+        f"placeholder='words to match' aria-label='filter {_esc(what)}'></label></form>"
+    )
+
+
 def _num(value: float | None, digits: int = 3) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
@@ -111,8 +139,8 @@ def suite_path(suite_id: str) -> str:
     return f"/suites/{quote(suite_id, safe='')}"
 
 
-def index_page(suites: Sequence[Mapping[str, Any]], href: Href) -> str:
-    """The list of suites with submissions."""
+def index_page(suites: Sequence[Mapping[str, Any]], href: Href, query: str | None = None) -> str:
+    """The list of suites with submissions (those matching ``query``, see :func:`matches`)."""
     if not suites:
         body = (
             "<h1>Suites</h1><p class='muted'>No submissions yet. Submit a bench run with "
@@ -124,9 +152,10 @@ def index_page(suites: Sequence[Mapping[str, Any]], href: Href) -> str:
         f"<td>{_esc(s['version'])}</td><td class='num' data-value='{s['submissions']}'>{s['submissions']}</td>"
         f"<td>{_esc(s['best_agent'])}</td>{_num_cell(s['best_success_rate'])}</tr>"
         for s in suites
+        if matches(query, s["id"], s["name"], s["version"], s["best_agent"])
     )
     body = (
-        "<h1>Suites</h1><table class='sortable' id='suites'><thead><tr><th>suite</th><th>name</th><th>version</th>"
+        f"<h1>Suites</h1>{_filter_box('suites', query, 'suites')}<table class='sortable' id='suites'><thead><tr><th>suite</th><th>name</th><th>version</th>"
         "<th class='num' data-type='num'>submissions</th><th>best agent</th>"
         f"<th class='num' data-type='num'>best success</th></tr></thead><tbody>{rows}</tbody></table>"
     )
@@ -179,11 +208,15 @@ def _submitter(sub: Mapping[str, Any]) -> str:
     return sub.get("submitter") or "anonymous"
 
 
-def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) -> str:
-    """A suite's ranked table and CI plot."""
+def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href, query: str | None = None) -> str:
+    """A suite's ranked table (the submissions matching ``query``, see :func:`matches`), its CI
+    plot, and the per-environment success rates (one row per environment, one column per
+    submission: a suite may have dozens of environments, which as columns would not fit a screen)."""
     if not board:
         return _page(suite_id, f"<h1>{_esc(suite_id)}</h1><p class='muted'>No submissions.</p>", href)
-    entries = [e["entry"] for e in board[0]["entries"]]
+    first = board[0]
+    entries = [e["entry"] for e in first["entries"]]
+    shown = [b for b in board if matches(query, b["agent_name"], _submitter(b), b["agent_spec"])]
     # pass^k up to the trials: a multi-agent entry's pass^k runs on to k = agents x trials (every
     # agent's record is an episode of the task), which the submission page lists.
     most = max(int(b["trials"]) for b in board)
@@ -193,38 +226,47 @@ def suite_page(suite_id: str, board: Sequence[Mapping[str, Any]], href: Href) ->
         "<th class='num' data-type='num'>success</th><th class='num' data-type='num'>95% CI</th>"
         "<th class='num' data-type='num'>mean reward</th>"
         + "".join(f"<th class='num' data-type='num'>pass^{k}</th>" for k in ks)
-        + "".join(f"<th class='num' data-type='num'>{_esc(e)}</th>" for e in entries)
         + "<th class='num' data-type='num'>infra errors</th><th class='num' data-type='num'>episodes</th>"
         "<th data-type='text'>submitted</th><th data-type='text'>submitted by</th>"
     )
     rows = []
-    for b in board:
-        per_entry = {e["entry"]: e for e in b["entries"]}
+    for b in shown:
         ci = _ci_text(b)
         ci_value = "" if b["ci_low"] is None else repr(b["ci_high"] - b["ci_low"])
         cells = [
             f"<td class='num' data-value='{b['rank']}'>{b['rank']}</td>",
-            f"<td><a href='{_esc(href('/entries/' + str(b['id'])))}'>{_esc(b['agent_name'])}</a></td>",
+            f"<td class='agent'><a href='{_esc(href('/entries/' + str(b['id'])))}'>{_esc(b['agent_name'])}</a></td>",
             _num_cell(b["success_rate"]),
             f"<td class='num' data-value='{ci_value}'>{ci}</td>",
             _num_cell(b["mean_reward"]),
             *(_num_cell(b["pass_k"].get(k)) for k in ks),
-            *(_num_cell(per_entry.get(e, {}).get("success_rate")) for e in entries),
             f"<td class='num' data-value='{b['infra']}'>{b['infra']}</td>",
             f"<td class='num' data-value='{b['episodes']}'>{b['episodes']}</td>",
-            f"<td>{_esc(b['submitted_at'])}</td>",
+            f"<td class='date'>{_esc(b['submitted_at'])}</td>",
             f"<td class='submitter'>{_esc(_submitter(b))}</td>",
         ]
         rows.append(f"<tr data-id='{b['id']}'>{''.join(cells)}</tr>")
-    first = board[0]
+    per_head = "<th data-type='text'>environment</th>" + "".join(
+        f"<th class='num' data-type='num'>{b['rank']}. {_esc(b['agent_name'])}</th>" for b in shown
+    )
+    rates = [{x["entry"]: x["success_rate"] for x in b["entries"]} for b in shown]
+    per_rows = "".join(
+        f"<tr><td>{_esc(e)}</td>" + "".join(_num_cell(rate.get(e)) for rate in rates) + "</tr>" for e in entries
+    )
+    count = f"{len(shown)} of {len(board)} submissions match {query!r}." if query else ""
     body = (
         f"<h1>{_esc(first['suite_name'])} <span class='muted'>v{_esc(first['suite_version'])}</span></h1>"
         f"<p class='muted'>Suite <code>{_esc(suite_id)}</code>. Every number is recomputed by replaying the "
         "submitted actions; success is the mean over environments of the success rate, the interval a 95 % "
-        "bootstrap over tasks. Per-environment columns are success rates. Click a header to sort.</p>"
-        f"<h2>Success rate with 95% interval</h2>{ci_plot(board)}"
-        f"<h2>Ranking</h2><table class='sortable' id='board'><thead><tr>{head}</tr></thead>"
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        "bootstrap over tasks. Click a header to sort.</p>"
+        f"<h2>Success rate with 95% interval</h2>{ci_plot(shown)}"
+        f"<h2>Ranking</h2>{_filter_box('board', query, 'submissions')}"
+        + (f"<p class='muted'>{_esc(count)}</p>" if count else "")
+        + f"<div class='wide'><table class='sortable' id='board'><thead><tr>{head}</tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        "<h2>Success rate per environment</h2>"
+        f"<div class='wide'><table class='sortable' id='per-entry'><thead><tr>{per_head}</tr></thead>"
+        f"<tbody>{per_rows}</tbody></table></div>"
     )
     return _page(suite_id, body, href, f"/api/suites/{quote(suite_id, safe='')}/entries")
 
@@ -256,9 +298,12 @@ def joint_returns(episodes: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     return {entry: math.fsum(values) / len(values) for entry, values in sums.items()}
 
 
-def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]], href: Href) -> str:
+def submission_page(
+    sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]], href: Href, query: str | None = None
+) -> str:
     """One submission: who, what, scores per environment, and its episodes (one row per agent of a
-    multi-agent episode, with the entry's mean joint return)."""
+    multi-agent episode, with the entry's mean joint return; those matching ``query``, see
+    :func:`matches`)."""
     meta_rows = [
         ("agent", sub["agent_name"]),
         ("agent spec", sub["agent_spec"]),
@@ -296,6 +341,7 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
         f"<td class='num' data-value='{ep['num_turns']}'>{ep['num_turns']}</td><td>{_esc(ep['termination_reason'])}</td>"
         f"<td><a class='view' href='{_esc(href(_episode_link(sub['id'], ep['ordinal'])))}'>view</a></td></tr>"
         for ep in episodes
+        if matches(query, ep["entry"], ep["seed"], ep.get("agent_id"), ep["task_id"], ep["termination_reason"])
     )
     body = (
         f"<p><a href='{_esc(href(suite_path(sub['suite_id'])))}'>\u2190 {_esc(sub['suite_id'])}</a></p>"
@@ -307,7 +353,7 @@ def submission_page(sub: Mapping[str, Any], episodes: Sequence[Mapping[str, Any]
         + "<th class='num' data-type='num'>mean turns</th>"
         "<th class='num'>scored</th><th class='num'>infra</th></tr></thead>"
         f"<tbody>{entry_rows}</tbody></table>"
-        "<h2>Episodes</h2><table class='sortable' id='episodes'><thead><tr><th data-type='text'>entry</th>"
+        f"<h2>Episodes</h2>{_filter_box('episodes', query, 'episodes')}<table class='sortable' id='episodes'><thead><tr><th data-type='text'>entry</th>"
         "<th class='num' data-type='num'>seed</th><th class='num' data-type='num'>trial</th>"
         + ("<th data-type='text'>agent</th>" if multi else "")
         + "<th data-type='text'>task</th>"
@@ -368,7 +414,7 @@ def episode_page(
         for ep in episodes
     )
     turns = []
-    for i, turn in enumerate(episode["turns"]):
+    for i, turn in enumerate(episode["turns"], start=1):  # numbered from 1, as `envgym play` numbers them
         shot = _screenshot(turn.get("screenshot"), f"the screen before turn {i}")
         components = ", ".join(f"{k} {v:g}" for k, v in sorted(turn["reward_components"].items()))
         completion = (

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Self
 
 from envgym._clock import utc_timestamp
-from envgym.errors import ConfigError, MissingDependencyError
+from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
 
 try:
     from sqlalchemy import (
@@ -70,15 +70,50 @@ try:
 except ImportError as err:  # pragma: no cover - exercised only without the extra
     raise MissingDependencyError("sqlalchemy", "leaderboard", "The leaderboard store") from err
 
+from envgym.leaderboard.bundle import check_agent_name, episodes_key
 from envgym.leaderboard.verify import Verified
 
-__all__ = ["DEFAULT_DB_NAME", "ROLES", "URL_ENV", "Store", "default_url", "hash_token", "resolve_url"]
+__all__ = [
+    "DEFAULT_DB_NAME",
+    "ROLES",
+    "URL_ENV",
+    "DuplicateEpisodes",
+    "Store",
+    "default_url",
+    "hash_token",
+    "resolve_url",
+]
 
 URL_ENV = "ENVGYM_LEADERBOARD_URL"
 DEFAULT_DB_NAME = "leaderboard.db"
 #: Token roles: a submitter uploads; an admin also hides and unhides entries and reads the audit.
 ROLES = ("submitter", "admin")
 _TOKEN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$")
+
+
+class DuplicateEpisodes(EnvgymError, ValueError):
+    """The episodes of a bundle are already on the board under another submission (the same run
+    submitted again, e.g. under a new name); ``existing`` is that submission."""
+
+    def __init__(self, existing: dict[str, Any]) -> None:
+        self.existing = existing
+        super().__init__(
+            f"these episodes are already on the board as submission {existing['id']} "
+            f"({existing['agent_name']!r} on {existing['suite_id']}, submitted {existing['submitted_at']}"
+            f"{', hidden by a moderator' if existing.get('hidden') else ''}); the same run is ranked once. "
+            f"To change its name: envgym leaderboard rename {existing['id']} NEW_NAME "
+            f"(POST /api/submissions/{existing['id']}/rename on a server)."
+        )
+
+    def __reduce__(self) -> Any:  # survives pickling (the verify pool's child processes)
+        return (type(self), (self.existing,))
+
+
+class _Twin(Exception):
+    """Inside :meth:`Store.add`'s transaction: submission ``submission_id`` has the same episodes."""
+
+    def __init__(self, submission_id: int) -> None:
+        self.submission_id = submission_id
 
 
 def hash_token(token: str) -> str:
@@ -139,6 +174,9 @@ class SubmissionRow(_Base):
     # Added after the first release: _migrate adds them to older databases.
     submitter: Mapped[str | None] = mapped_column(String(100), nullable=True)
     hidden: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # Added with duplicate refusal: bundle.episodes_key of the run (the same agent and episodes
+    # under another name or text cap key alike); _migrate adds it and keys the stored rows.
+    episodes_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
 
     entry_scores: Mapped[list[EntryScoreRow]] = relationship(
         back_populates="submission", cascade="all, delete-orphan", order_by="EntryScoreRow.position"
@@ -221,7 +259,7 @@ class AuditRow(_Base):
 
 
 #: Columns added after a table's first release (added by :meth:`Store._migrate`).
-_ADDED_COLUMNS = {"submissions": ("submitter", "hidden"), "audit": ("subject",)}
+_ADDED_COLUMNS = {"submissions": ("submitter", "hidden", "episodes_key"), "audit": ("subject",)}
 #: Longest ``subject`` kept in an audit row.
 _MAX_SUBJECT = 400
 
@@ -393,8 +431,40 @@ class Store:
                         column = CreateColumn(table.c[name]).compile(dialect=self.engine.dialect)
                         guard = "" if self._sqlite else "IF NOT EXISTS "  # PostgreSQL: a concurrent start
                         connection.exec_driver_sql(f"ALTER TABLE {table_name} ADD COLUMN {guard}{column}")
+                        if name == "episodes_key":
+                            self._key_stored_episodes(connection)
                 if "agent" not in {c["name"] for c in inspect(connection).get_columns(EpisodeRow.__tablename__)}:
                     self._migrate_episodes(connection)
+
+    def _key_stored_episodes(self, connection: Any) -> None:
+        """Give the submissions stored before ``episodes_key`` existed their key (from their
+        episode rows, which keep the entry, seed, trial, agent and actions the key is made of)."""
+        agents = "agent" in {c["name"] for c in inspect(connection).get_columns(EpisodeRow.__tablename__)}
+        columns = [EpisodeRow.entry, EpisodeRow.seed, EpisodeRow.trial, EpisodeRow.record]
+        submissions = connection.execute(
+            select(SubmissionRow.id, SubmissionRow.suite_id, SubmissionRow.agent_spec)
+        ).all()
+        for submission_id, suite_id, agent_spec in submissions:
+            rows = connection.execute(
+                select(*columns, *([EpisodeRow.agent] if agents else [])).where(
+                    EpisodeRow.submission_id == submission_id
+                )
+            ).all()
+            episodes = [
+                {
+                    "entry": r.entry,
+                    "seed": r.seed,
+                    "trial": r.trial,
+                    "agent_id": r.agent if agents else "",
+                    "turns": (r.record or {}).get("turns", []),
+                }
+                for r in rows
+            ]
+            connection.execute(
+                SubmissionRow.__table__.update()
+                .where(SubmissionRow.id == submission_id)
+                .values(episodes_key=episodes_key(suite_id, agent_spec, episodes))
+            )
 
     def _migrate_episodes(self, connection: Any) -> None:
         """Give an ``episodes`` table made before multi-agent suites its ``agent`` column, and key
@@ -460,6 +530,13 @@ class Store:
             found = session.scalar(select(SubmissionRow.id).where(SubmissionRow.content_hash == content_hash))
         return self.submission(found, include_hidden=True) if found is not None else None
 
+    def find_episodes(self, key: str) -> dict[str, Any] | None:
+        """The submission whose episodes have :func:`~envgym.leaderboard.bundle.episodes_key`
+        ``key`` (hidden or not), or ``None``."""
+        with self._session() as session:
+            found = session.scalar(select(SubmissionRow.id).where(SubmissionRow.episodes_key == key).limit(1))
+        return self.submission(found, include_hidden=True) if found is not None else None
+
     def add(
         self, verified: Verified, *, bundle_size: int | None = None, submitter: str | None = None
     ) -> tuple[dict[str, Any], bool]:
@@ -468,6 +545,10 @@ class Store:
         ``submitter`` is the name of the token it was uploaded with (``None``: anonymous).
         Returns ``(submission, created)``: ``created`` is ``False`` when a bundle with the same
         content hash was already stored (then nothing is written and the stored one returned).
+
+        Raises:
+            DuplicateEpisodes: another submission holds the same episodes (the same run bundled
+                again, e.g. under a new ``--name``): nothing is written.
         """
         bundle = verified.bundle
         scores = verified.scores
@@ -476,6 +557,7 @@ class Store:
         existing = self.find(bundle.content_hash)
         if existing is not None:
             return existing, False
+        key = episodes_key(verified.suite.id, manifest["agent"]["spec"], bundle.episodes)
         outcome = {(o.entry, o.seed, o.trial, o.agent): o for o in verified.outcomes}
         row = SubmissionRow(
             content_hash=bundle.content_hash,
@@ -507,6 +589,7 @@ class Store:
             bundle_size=bundle_size,
             submitter=submitter,
             hidden=False,
+            episodes_key=key,
         )
         row.entry_scores = [
             EntryScoreRow(
@@ -527,6 +610,10 @@ class Store:
         ]
         try:
             with self._session(write=True) as session, session.begin():
+                # In the write transaction, so two uploads of one run cannot both pass the check.
+                twin = session.scalar(select(SubmissionRow.id).where(SubmissionRow.episodes_key == key).limit(1))
+                if twin is not None:
+                    raise _Twin(twin)
                 session.add(row)
                 session.flush()
                 episodes = []
@@ -562,6 +649,10 @@ class Store:
             stored = self.submission(row.id, include_hidden=True)
             assert stored is not None
             return stored, True
+        except _Twin as twin:
+            found = self.submission(twin.submission_id, include_hidden=True)
+            assert found is not None
+            raise DuplicateEpisodes(found) from None
         except IntegrityError:
             # Another writer stored the same bundle between our look-up and our insert.
             existing = self.find(bundle.content_hash)
@@ -762,7 +853,39 @@ class Store:
             session.flush()
             return _audit_dict(audit)
 
+    def rename(self, submission_id: int, name: str, *, reason: str = "", by: str) -> dict[str, Any] | None:
+        """Give a submission a new agent name and write the audit row (``reason`` records the old
+        and the new name), in one transaction.
+
+        Returns the audit row, or ``None`` when there is no submission ``submission_id``.
+
+        Raises:
+            BundleError: ``name`` is not plain text of 1 to 200 characters.
+        """
+        name = check_agent_name(name.strip() if isinstance(name, str) else name)
+        with self._session(write=True) as session, session.begin():
+            row = session.get(
+                SubmissionRow, submission_id, options=[defer(getattr(SubmissionRow, c)) for c in _LIST_DEFERRED]
+            )
+            if row is None:
+                return None
+            old = row.agent_name
+            subject = _subject(row)
+            row.agent_name = name
+            change = f"renamed {old!r} to {name!r}"
+            audit = AuditRow(
+                submission_id=submission_id,
+                action="rename",
+                reason=(f"{change}: {reason}" if reason else change)[:1000],
+                token_name=by[:100],
+                at=utc_timestamp("seconds"),
+                subject=subject,
+            )
+            session.add(audit)
+            session.flush()
+            return _audit_dict(audit)
+
     def audit(self) -> list[dict[str, Any]]:
-        """Every hide, unhide and delete, oldest first."""
+        """Every hide, unhide, rename and delete, oldest first."""
         with self._session() as session:
             return [_audit_dict(r) for r in session.scalars(select(AuditRow).order_by(AuditRow.id)).all()]

@@ -97,7 +97,10 @@ def test_sort_open_entry_view_episode_and_screenshot(
     assert page.locator("section.turn[id^='turn-']").count() == len(episode["turns"])
     actions = page.locator("code.action").all_inner_texts()
     assert actions == [turn["action"] for turn in episode["turns"]]
-    assert page.locator("#turn-0 .observation pre").inner_text() == episode["turns"][0]["observation"]
+    # Turns are numbered from 1, as `envgym play` numbers them.
+    assert page.locator("#turn-1 .observation pre").inner_text() == episode["turns"][0]["observation"]
+    assert page.locator("section.turn h3").first.inner_text().startswith("Turn 1")
+    assert page.locator("#turn-0").count() == 0
 
     shot = tmp_path / "episode.png"
     page.screenshot(path=str(shot), full_page=True)
@@ -135,4 +138,69 @@ def test_static_export_works_from_disk(db_file: Path, browser: Any, tmp_path: Pa
     page.locator("#episodes a.view").first.click()
     page.wait_for_url("**/episodes/0.html")
     assert page.locator("section.turn").count() >= 2
+    page.close()
+
+
+def _wide_board(entries: int, agents: int) -> list[dict[str, Any]]:
+    """A suite's board as :meth:`Store.leaderboard` returns it, with ``entries`` environments (the
+    gui-v1 suite has 62) and long agent names: the widest page a real board makes."""
+    names = [f"entry-with-a-long-name-{i:02d}" for i in range(entries)]
+    board = []
+    for rank in range(1, agents + 1):
+        rate = 1.0 / rank
+        board.append({
+            "id": rank, "rank": rank, "agent_name": f"hf:smollm2+adapter-number-{rank}-with-a-long-descriptive-name",
+            "agent_spec": f"hf:smollm2+adapter-{rank}", "suite_name": "wide", "suite_version": "1",
+            "success_rate": rate, "ci_low": rate / 2, "ci_high": min(1.0, rate * 1.5), "mean_reward": rate,
+            "pass_k": {"1": rate, "2": rate / 2, "3": rate / 3}, "trials": 3, "infra": 0, "episodes": 10 * entries,
+            "submitted_at": "2026-11-29T03:47:25+00:00", "submitter": f"submitter-token-{rank}",
+            "entries": [{"entry": n, "success_rate": rate} for n in names],
+        })  # fmt: skip
+    return board
+
+
+def test_suite_page_fits_a_1280_px_screen(browser: Any) -> None:
+    from envgym.leaderboard.pages import suite_page
+
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    for entries, agents in ((2, 2), (14, 4), (62, 6)):
+        page.set_content(suite_page("wide-v1", _wide_board(entries, agents), lambda link: link))
+        widths = page.evaluate(
+            """() => ({page: document.documentElement.scrollWidth,
+                       board: document.getElementById('board').getBoundingClientRect().right})"""
+        )
+        assert widths["page"] <= 1280 and widths["board"] <= 1280, (entries, agents, widths)
+        # Every environment is still on the page, as a row of the per-environment table.
+        assert page.locator("#per-entry tbody tr").count() == entries
+        assert page.locator("#board tbody tr").count() == agents
+    page.close()
+
+
+def test_filter_box_and_q_filter_the_rows(server: Server, browser: Any) -> None:
+    import httpx
+
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    page.goto(f"{server.url}/suites/{SUITE_ID}")
+    box = page.locator("input[data-table='board']")
+    box.fill("ORACLE")  # as one types: rows holding every word, any case
+    assert page.locator("#board tbody tr:not([hidden])").all_inner_texts()[0].split("\t")[1] == "oracle baseline"
+    assert page.locator("#board tbody tr:not([hidden])").count() == 1
+    box.fill("")
+    assert page.locator("#board tbody tr:not([hidden])").count() == 2
+    box.fill("random")
+    box.press("Enter")  # the form asks the server: ?q=random
+    page.wait_for_url("**?q=random")
+    assert _agents(page) == ["random baseline"] and box.input_value() == "random"
+
+    # The server's ?q= on every page with a list.
+    assert "oracle baseline" not in httpx.get(f"{server.url}/suites/{SUITE_ID}", params={"q": "random"}).text
+    both = httpx.get(f"{server.url}/suites/{SUITE_ID}", params={"q": "baseline"}).text
+    assert "oracle baseline" in both and "random baseline" in both
+    assert httpx.get(f"{server.url}/suites/{SUITE_ID}", params={"q": "x" * 201}).status_code == 422
+    assert SUITE_ID not in httpx.get(f"{server.url}/", params={"q": "no-such-suite"}).text.split("<table")[1]
+    assert SUITE_ID in httpx.get(f"{server.url}/", params={"q": "lbtest"}).text.split("<table")[1]
+    entry = httpx.get(f"{server.url}/api/suites/{SUITE_ID}/entries").json()[0]["id"]
+    listed = httpx.get(f"{server.url}/entries/{entry}", params={"q": "sokoban"}).text
+    rows = listed.split("id='episodes'")[1]
+    assert rows.count("<tr>") - 1 == 4 and "frozenlake" not in rows  # the header row, then 4 sokoban episodes
     page.close()

@@ -111,6 +111,7 @@ def serve(db: Path, **kwargs: Any) -> Iterator[LiveServer]:
 def _variant(bundle: Bundle, name: str, edit: Any = None) -> bytes:
     changed = Bundle(copy.deepcopy(bundle.manifest), copy.deepcopy(bundle.episodes))
     changed.manifest["agent"]["name"] = name
+    changed.manifest["agent"]["spec"] = f"variant:{name}"  # another agent: the same run is ranked once
     if edit is not None:
         edit(changed)
     return bundle_bytes(changed.rehash())

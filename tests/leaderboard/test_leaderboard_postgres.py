@@ -93,6 +93,7 @@ def test_store_on_postgresql(pg_url: str, bundles: dict[str, Any]) -> None:
     for i in range(6):
         changed = Bundle(copy.deepcopy(bundles["random"].manifest), bundles["random"].episodes)
         changed.manifest["agent"]["name"] = f"pg variant {i}"
+        changed.manifest["agent"]["spec"] = f"variant:{i}"  # another agent: the same run is ranked once
         variants.append(verify_bundle(changed.rehash()))
     with Store(pg_url) as store:
         for sub in store.leaderboard(SUITE_ID):  # a reused server: start from a clean suite

@@ -48,6 +48,7 @@ def server(db_file: Path, suite_dir: Path) -> Iterator[Server]:
 def _variant(bundle: Bundle, name: str) -> bytes:
     changed = Bundle(copy.deepcopy(bundle.manifest), bundle.episodes)
     changed.manifest["agent"]["name"] = name
+    changed.manifest["agent"]["spec"] = f"variant:{name}"  # another agent: the same run is ranked once
     return bundle_bytes(changed.rehash())
 
 

@@ -44,6 +44,7 @@ def _auth(token: str) -> dict[str, str]:
 def _variant(bundle: Bundle, name: str) -> bytes:
     changed = Bundle(copy.deepcopy(bundle.manifest), bundle.episodes)
     changed.manifest["agent"]["name"] = name
+    changed.manifest["agent"]["spec"] = f"variant:{name}"  # another agent: the same run is ranked once
     return bundle_bytes(changed.rehash())
 
 

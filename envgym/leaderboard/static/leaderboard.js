@@ -37,6 +37,22 @@
     });
   });
 
+  // The filter box: keep the rows whose text holds every typed word, ignoring case (the rule the
+  // server applies to ?q=, so a typed filter and a shared ?q= link show the same rows).
+  function filterRows(table, query) {
+    var words = query.toLowerCase().split(/\s+/).filter(function (w) { return w; });
+    Array.prototype.forEach.call(table.tBodies[0].rows, function (row) {
+      var text = row.textContent.toLowerCase();
+      row.hidden = !words.every(function (w) { return text.indexOf(w) >= 0; });
+    });
+  }
+
+  document.querySelectorAll("form.filter input[data-table]").forEach(function (input) {
+    var table = document.getElementById(input.getAttribute("data-table"));
+    if (!table) return;
+    input.addEventListener("input", function () { filterRows(table, input.value); });
+  });
+
   var picker = document.getElementById("episode-picker");
   if (picker) {
     picker.addEventListener("change", function () {
