@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from envgym.environments.swe import images
 from envgym.environments.swe.grading import score
 from envgym.environments.swe.libraries import Library, SetupMissingError, by_name, source_files, source_tree, test_files
+from envgym.environments.swe.patch import model_patch
 from envgym.environments.swe.tasks import SWETask, select_tasks
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
@@ -98,7 +99,7 @@ def _libraries_kwarg(libraries: str | Sequence[str] | None) -> tuple[str, ...] |
 class SWEEnv(TextEnv):
     """Fix a bug injected into a real Python library, in a sandbox; graded as SWE-bench grades.
 
-    **Task.** Each episode is one task of the shipped manifest (``environments/swe/data``): a small
+    **Description.** Each episode is one task of the shipped manifest (``environments/swe/data``): a small
     bug (a flipped comparison, an off-by-one, a wrong operator or constant, a dropped branch or
     return, swapped arguments, a wrong default) injected into one of eight pinned PyPI libraries
     (toolz, inflection, six, cachetools, boltons, tabulate, isodate, webcolors) so that some of the
@@ -130,6 +131,10 @@ class SWEEnv(TextEnv):
     pytest process inside the sandbox, decided from pytest's JUnit XML written out of the agent's
     reach and its exit code. ``info["grading"]`` holds the per-test outcomes after submit.
 
+    **Reward basis.** ``resolved_reward``, ``invalid_action_reward``, ``step_cost_reward``: the
+    reward is their sum. Diagnostic (weight 0 unless ``reward=`` weighs them):
+    ``f2p_fraction_reward``, ``p2p_broken_reward``.
+
     **Episode end.** ``submit`` (terminated; success when resolved), ``max_turns`` (default 50,
     truncated), ``invalid_limit``.
 
@@ -139,6 +144,11 @@ class SWEEnv(TextEnv):
     10,000); ``command_timeout`` (seconds per command, default 30); ``manifest``: another task
     manifest's path; ``reset(options={"task_id": ...})`` picks a task; the common ``TextEnv``
     arguments (``split``: train/test, disjoint by library file).
+
+    **Final diff.** The last step's ``info["model_patch"]`` (SWE-bench's name) is the workspace's
+    change as a git patch against the task's start (the pristine tree with the bug), whatever ended
+    the episode: ``git apply`` on that start rebuilds the workspace (byte-code caches left out).
+    Taken before grading, so edits to test files show too.
 
     **Version history.** v0: first release (manifest format 1).
     """
@@ -152,6 +162,7 @@ class SWEEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis: ClassVar[tuple[str, ...]] = ("resolved_reward", "invalid_action_reward", "step_cost_reward")
     default_max_turns: ClassVar[int] = 50
 
     def __init__(
@@ -215,6 +226,7 @@ class SWEEnv(TextEnv):
         self.current: SWETask | None = None
         self.box: Any = None
         self.grading: dict[str, Any] | None = None
+        self.patch: str | None = None
         self._last = ""
         self._raw = ""
         self._files: tuple[str, ...] = ()
@@ -255,6 +267,7 @@ class SWEEnv(TextEnv):
             task = self.tasks[rng.randrange(len(self.tasks))]
         self.current = task
         self.grading = None
+        self.patch = None
         self._last = "(no command run yet)"
         self._files = tuple(source_files(task.lib))
         self._open(task)
@@ -423,8 +436,17 @@ class SWEEnv(TextEnv):
         line = text[: text.index(old)].count("\n") + 1
         return format_output(f"replaced 1 occurrence in {path} at line {line}\n", 0, self.output_limit)
 
+    def _final_patch(self) -> str:
+        """The workspace's diff against the task's start (SWE-bench's ``model_patch``), taken once per episode."""
+        if self.patch is None:
+            assert self.current is not None and self.box is not None
+            task = self.current
+            self.patch = model_patch(self.box, source_tree(task.lib), {task.file: task.mutated_source()})
+        return self.patch
+
     def _submit(self) -> Transition:
         assert self.current is not None
+        self._final_patch()  # before grading, which writes the original tests back
         grading = grade(self.box, self.current)
         self.grading = {k: v for k, v in grading.items() if k != "seconds"}  # no clock in info: replays compare it
         task = self.current
@@ -450,6 +472,8 @@ class SWEEnv(TextEnv):
 
     def _info(self, components: dict[str, float], valid: bool, success: bool, reason: Any) -> dict[str, Any]:
         info = super()._info(components, valid, success, reason)
+        if reason is not None and self.current is not None:
+            info["model_patch"] = self._final_patch()
         if self.grading is not None and reason is not None:
             info["grading"] = json.loads(json.dumps(self.grading))
         return info

@@ -21,12 +21,23 @@ known false positives carry over on purpose (faithfulness first): "pack of 2" ma
 rule makes "standard" match "tan" (both normalise to "tan").
 
 **Nouns without spaCy.** WebShop tags title nouns with spaCy's ``en_core_web_sm`` (its scores
-depend on the model version). Here a title's "nouns" are its lower-case alphabetic words of two
-letters or more that are not stop words, colours, option words or descriptive adjectives
-(:data:`NON_NOUNS`). On generated titles this is exactly the set of noun words (the generator's
-vocabulary is known); on WebShop's own titles it keeps some adjectives and verbs that spaCy would
-drop, which can only raise the title score of a product of another type (it never lowers one whose
-nouns all appear), so r_type = 1 cases agree with WebShop and some 0.1/0.5 cases may read higher.
+depend on the model version); its title score is the share of the goal title's nouns found among
+the product title's nouns, 0.2 when the goal title has none. Here a title's noun *candidates* are
+its lower-case alphabetic words of two letters or more that are not stop words, colours, option
+words or descriptive adjectives (:data:`NON_NOUNS`), and the candidates split in two:
+
+* words of the catalogue generator's vocabulary (:data:`KNOWN_WORDS`: type nouns, queries,
+  attributes, uses, breadcrumbs, option axes) count as WebShop counts nouns: in the share's
+  denominator whether or not the product title has them;
+* any other word (a loaded WebShop title's adjective, verb or noun: a tagger would be needed to
+  tell) counts only when the product title has it too, so it can raise the share, never lower it.
+
+A goal title with no known word and no shared word scores 0.2, as WebShop's noun-less titles do
+(r_type 0.5 without a query or category match, where counting its adjectives as nouns gave 0.0).
+On generated titles every candidate is a known word, so the rule is the plain share there. The
+score is never below WebShop's when the known words of both titles are nouns to spaCy and its
+nouns are among the candidates: the unknown words it would drop can only add matches, and
+r_type does not decrease as the title score grows. :func:`title_score` computes it.
 """
 
 from __future__ import annotations
@@ -36,7 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from envgym.environments.webshop.catalogue import Goal, Product
-from envgym.environments.webshop.lexicon import ADJECTIVES, BRANDS, OPTION_AXES, STOP_WORDS
+from envgym.environments.webshop.lexicon import ADJECTIVES, BRANDS, OPTION_AXES, STOP_WORDS, TYPES
 
 from envgym.errors import MissingDependencyError
 
@@ -49,6 +60,7 @@ except ImportError as _err:  # pragma: no cover - exercised only without the ext
 __all__ = [
     "COLORS",
     "FUZZY_THRESHOLD",
+    "KNOWN_WORDS",
     "NON_NOUNS",
     "RewardBreakdown",
     "attribute_matches",
@@ -56,6 +68,7 @@ __all__ = [
     "option_matches",
     "score",
     "title_nouns",
+    "title_score",
     "token_set_ratio",
     "type_reward",
 ]
@@ -157,6 +170,14 @@ NON_NOUNS: frozenset[str] = frozenset(
     | {"options", "option", "new", "best", "great", "good", "high", "quality", "easy", "free"}
 )
 _WORD = re.compile(r"[a-z]+")
+#: Noun candidates the catalogue generator can put in a title (see the module docstring).
+KNOWN_WORDS: frozenset[str] = frozenset(
+    w
+    for t in TYPES
+    for phrase in (t.noun, t.query, *t.attributes, *t.uses, *t.breadcrumb, *t.axes)
+    for w in _WORD.findall(phrase.lower())
+    if len(w) >= 2 and w not in NON_NOUNS
+)
 
 
 def token_set_ratio(a: str, b: str) -> int:
@@ -200,8 +221,23 @@ def option_matches(chosen: Iterable[str], goal_options: Sequence[str]) -> int:
 
 
 def title_nouns(title: str) -> set[str]:
-    """The title's noun words by the model-free rule (see the module docstring)."""
+    """The title's noun candidates by the model-free rule (see the module docstring)."""
     return {w for w in _WORD.findall(title.lower()) if len(w) >= 2 and w not in NON_NOUNS}
+
+
+def title_score(goal_name: str, product_title: str) -> float:
+    """WebShop's title score without a tagger: known goal words all count, other words only when shared.
+
+    ``(known shared + unknown shared) / (known + unknown shared)``, or WebShop's 0.2 for a goal
+    title with neither (see the module docstring).
+    """
+    desired = title_nouns(goal_name)
+    have = title_nouns(product_title)
+    known = desired & KNOWN_WORDS
+    counted = known | (desired & have)
+    if not counted:
+        return 0.2
+    return len(counted & have) / len(counted)
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,17 +256,15 @@ def type_reward(product: Product, goal: Goal) -> TypeMatch:
     p_cat = {c.strip().lower() for c in product.product_category}
     g_cat = {c.strip().lower() for c in goal.product_category}
     category_match = len(p_cat & g_cat) >= 2
-    desired = title_nouns(goal.name)
-    have = title_nouns(product.title)
-    title_score = 0.2 if not desired else len(desired & have) / len(desired)
+    share = title_score(goal.name, product.title)
     r_type = 1.0
-    if not (query_match or category_match or title_score > 0.2):
+    if not (query_match or category_match or share > 0.2):
         r_type = 0.5
-    if title_score < 0.1:
+    if share < 0.1:
         r_type = 0.1
-    if title_score == 0.0:
+    if share == 0.0:
         r_type = 0.0
-    return TypeMatch(r_type, query_match, category_match, title_score)
+    return TypeMatch(r_type, query_match, category_match, share)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
 
 import pytest
 from envgym.agents.solvers.swe import Solver, fix_command
 from envgym.environments.swe.env import SWEEnv, format_output
+from envgym.environments.swe.libraries import source_tree
 from envgym.environments.swe.tasks import select_tasks
 
 import envgym
@@ -98,6 +103,7 @@ def test_do_nothing_scores_zero_and_grading_reports_the_failing_tests(env: SWEEn
         assert components["p2p_broken_reward"] == 0.0  # the bug breaks only FAIL_TO_PASS
         assert info["grading"]["report_ok"] and set(info["grading"]["fail_to_pass"]) == set(task.fail_to_pass)
         assert "NOT RESOLVED" in obs
+        assert info["model_patch"] == ""  # nothing changed: SWE-bench's empty model_patch
 
 
 def test_oracle_resolves_a_sample_of_test_tasks_through_bash(env: SWEEnv) -> None:
@@ -111,6 +117,57 @@ def test_oracle_resolves_a_sample_of_test_tasks_through_bash(env: SWEEnv) -> Non
             "invalid_action_reward": 0.0,
             "step_cost_reward": 0.0,
         }
+
+
+def _start_tree(task: Any, dest: Path) -> Path:
+    """The task's start as reset lays it out: the pristine library with the bug written in."""
+    tree = dest / "start"
+    shutil.copytree(source_tree(task.lib), tree, symlinks=True)
+    (tree / task.file).write_bytes(task.mutated_source())
+    return tree
+
+
+def _apply(patch: str, tree: Path) -> None:
+    (tree.parent / "model.patch").write_text(patch)
+    done = subprocess.run(
+        ["git", "apply", "--verbose", str(tree.parent / "model.patch")], cwd=tree, capture_output=True, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def test_the_final_step_records_a_model_patch_that_rebuilds_the_workspace(env: SWEEnv, tmp_path: Path) -> None:
+    env.reset(seed=0, options={"task_id": _sample("test", 1)[0]})
+    task = env.current
+    env.step(fix_command(task))
+    # a new file, a link, a deleted file, and byte-code caches from a test run (left out, as .gitignore would)
+    env.step("printf 'notes\\n' > NOTES.txt && ln -s NOTES.txt notes-link && python3 -m pytest -q -x >/dev/null 2>&1")
+    victim = min(p.name for p in source_tree(task.lib).iterdir() if p.is_file() and p.suffix in {".rst", ".md", ".txt"})
+    _obs, _reward, terminated, _truncated, info = env.step(f"rm {victim}")
+    assert not terminated and "model_patch" not in info  # only the final step carries it
+    *_, info = env.step("submit")
+    patch = info["model_patch"]
+    assert info["success"] and f"diff --git a/{task.file} b/{task.file}" in patch
+    assert "__pycache__" not in patch and ".pyc" not in patch and ".pytest_cache" not in patch
+    assert f"+{task.original.splitlines()[0]}" in patch and f"-{task.mutated.splitlines()[0]}" in patch
+    tree = _start_tree(task, tmp_path)
+    _apply(patch, tree)
+    assert (tree / task.file).read_bytes() == (source_tree(task.lib) / task.file).read_bytes()
+    assert (tree / "NOTES.txt").read_text() == "notes\n" and os.readlink(tree / "notes-link") == "NOTES.txt"
+    assert not (tree / victim).exists()
+
+
+def test_a_truncated_episode_records_its_patch_too(env: SWEEnv, tmp_path: Path) -> None:
+    env.reset(seed=0, options={"task_id": _sample("test", 1)[0]})
+    task = env.current
+    limit, env.max_turns = env.max_turns, 1
+    try:
+        *_, truncated, info = env.step(f"printf '\\n# edited\\n' >> {task.file}")
+    finally:
+        env.max_turns = limit
+    assert truncated and info["termination_reason"] == "max_turns"
+    tree = _start_tree(task, tmp_path)
+    _apply(info["model_patch"], tree)
+    assert (tree / task.file).read_bytes() == task.mutated_source() + b"\n# edited\n"
 
 
 def test_editing_the_tests_or_printing_passed_does_not_resolve(env: SWEEnv) -> None:
