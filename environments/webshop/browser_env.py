@@ -68,8 +68,8 @@ class WebShopBrowserEnv(TextEnv):
 
     **Observation.** The page's visible text (``document.body.innerText``: the same elements as
     the text env's ``text_rich`` lines, without button markers), after the score line on the done
-    page. With ``screenshot=True``, ``info["screenshot"]`` holds the page as an RGB ``numpy``
-    array (height x width x 3, uint8).
+    page. With ``render_mode="rgb_array"``, ``render()`` returns the page as an RGB ``numpy`` array
+    (800 x 1000 x 3, uint8), as the MiniWoB envs do; ``envgym run --out`` records those frames.
 
     **Actions.** The text env's grammar, mapped to the browser: ``search[<query>]`` types the
     query into the search box and submits the form; ``click[<text>]`` clicks the link or button
@@ -80,22 +80,35 @@ class WebShopBrowserEnv(TextEnv):
     from the server's record of the purchase (``GET /api/sessions/<id>``): the same action
     sequence gives the same rewards in both envs (tested).
 
+    **Reward basis.** ``webshop_reward``, ``invalid_action_reward``, ``step_cost_reward``: the
+    reward is their sum. Diagnostic (weight 0 unless ``reward=`` weighs them; in
+    ``info["reward_components"]`` for analysis, not in ``info["reward_basis"]``): ``type_reward``,
+    ``attribute_reward``, ``option_reward``, ``price_reward``, ``success_reward``.
+
     **Episode end.** As ``envgym/WebShop-v0``: ``click[buy now]`` terminates, ``max_turns``
     (default 15) truncates.
 
     **Arguments.** ``catalogue_size``, ``catalogue_seed``, ``catalogue``, ``cache_dir``,
     ``split`` (as the text env); ``server_url``: drive an already running store (``envgym webshop
-    serve``; it must serve the same catalogue); ``screenshot``: add screenshots to ``info``;
-    ``headless`` (default ``True``); ``timeout_ms``: per navigation (default 15,000); the common
-    ``TextEnv`` arguments.
+    serve``; it must serve the same catalogue); ``headless`` (default ``True``); ``timeout_ms``: per
+    navigation (default 15,000); the common ``TextEnv`` arguments (``render_mode``: ``"ansi"``,
+    ``"human"`` or ``"rgb_array"``). ``screenshot=True`` (screenshots in ``info``) is refused with a
+    message naming ``render_mode="rgb_array"``.
 
     **Version history.** v0: first release.
     """
 
     # The text env's name: the same seeds draw the same goals, and the oracle solver plays both.
     name: ClassVar[str] = "webshop"
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human"], "render_fps": 4, "picklable": False}
+    metadata: ClassVar[dict[str, Any]] = {
+        "render_modes": ["ansi", "human", "rgb_array"],
+        "render_fps": 4,
+        "picklable": False,
+    }
+    #: The browser's viewport (width, height) in CSS pixels: ``render()`` frames are height x width x 3.
+    VIEWPORT: ClassVar[tuple[int, int]] = (1000, 800)
     reward_components: ClassVar[tuple[str, ...]] = WebShopEnv.reward_components
+    reward_basis: ClassVar[tuple[str, ...]] = WebShopEnv.reward_basis
     default_max_turns: ClassVar[int] = 15
     splits: ClassVar[tuple[str, ...]] = ("train", "dev", "test")
 
@@ -144,18 +157,22 @@ class WebShopBrowserEnv(TextEnv):
         else:
             self.server_url = server_url.rstrip("/")
         if screenshot:
+            raise InvalidKwargsError(
+                "screenshot=True (screenshots in info) was replaced by the MiniWoB envs' convention: make the "
+                "env with render_mode='rgb_array' and call env.render() after reset() or step()."
+            )
+        if render_mode == "rgb_array":
             try:
                 import PIL  # noqa: F401
             except ImportError as err:
                 raise MissingDependencyError("pillow", "webshop", "WebShop-Browser-v0 screenshots") from err
-        self.screenshot = bool(screenshot)
         self.headless = bool(headless)
         self.timeout_ms = timeout_ms
         self.goal: Goal | None = None
         self.session = ""
         # A fresh context per episode on the worker's shared Chromium (envgym.browser); the last env
         # of the worker to close stops the browser at once.
-        self._tab = Tab(viewport=(1000, 800), headless=self.headless, timeout_ms=timeout_ms, linger=0)
+        self._tab = Tab(viewport=self.VIEWPORT, headless=self.headless, timeout_ms=timeout_ms, linger=0)
         self._page: Any = None
         self._text_cache = ""
         self._clickables: list[str] = []
@@ -237,20 +254,17 @@ class WebShopBrowserEnv(TextEnv):
         action = rng.choice(actions)
         return self._text.sample_action(rng) if action == SEARCH_TEMPLATE else action
 
-    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        result = super().step(action)
-        if self.screenshot and self._page is not None:
-            result[4]["screenshot"] = self._screenshot()
-        return result
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
-        obs, info = super().reset(seed=seed, options=options)
-        if self.screenshot:
-            info["screenshot"] = self._screenshot()
-        return obs, info
-
-    def _screenshot(self) -> np.ndarray:
+    def screenshot(self) -> np.ndarray:
+        """The page as the browser shows it: uint8 (800, 1000, 3); black before the first reset."""
+        if self._page is None:
+            width, height = self.VIEWPORT
+            return np.zeros((height, width, 3), np.uint8)
         return self._tab.screenshot()
+
+    def render(self) -> Any:
+        if self.render_mode == "rgb_array":
+            return self.screenshot()
+        return super().render()
 
     def close(self) -> None:
         super().close()

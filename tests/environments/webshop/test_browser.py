@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 from envgym.agents.solvers.webshop import Solver
 from procs import descendants
@@ -22,6 +23,9 @@ pytest.importorskip("uvicorn")
 
 from envgym.environments.webshop.env import WebShopEnv, shared_store
 from envgym.environments.webshop.server import WebShopSite, start_in_thread
+
+from envgym.errors import InvalidKwargsError
+from envgym.rollout import RunConfig, run
 
 SIZE = 1000
 ROOT = Path(__file__).resolve().parents[3]
@@ -165,12 +169,15 @@ def test_browser_env_pages_invalid_steps_and_screenshot(cache: str) -> None:
     pytest.importorskip("playwright")
     from envgym.environments.webshop.browser_env import WebShopBrowserEnv
 
-    env = WebShopBrowserEnv(catalogue_size=SIZE, cache_dir=cache, screenshot=True)
+    env = WebShopBrowserEnv(catalogue_size=SIZE, cache_dir=cache, render_mode="rgb_array")
     try:
+        assert not env.render().any()  # before the first reset: a black frame of the viewport's size
         obs, info = env.reset(seed=4)
         assert obs.startswith("WebShop") and info["admissible_actions"] == ["search[<query>]"]
-        shot = info["screenshot"]
+        # one screenshot convention (issue 37): render() with render_mode="rgb_array", as MiniWoB; none in info
+        shot = env.render()
         assert shot.shape == (800, 1000, 3) and str(shot.dtype) == "uint8" and shot.std() > 0
+        assert "screenshot" not in info
         obs, _, _, _, info = env.step("click[buy now]")
         assert not info["action_valid"] and "nothing to click" in obs
         obs, _, _, _, info = env.step("search[yoga mat]")
@@ -180,10 +187,13 @@ def test_browser_env_pages_invalid_steps_and_screenshot(cache: str) -> None:
         obs, _, _, _, info = env.step("search[again]")
         assert not info["action_valid"] and "no search bar" in obs
         obs, _, _, _, info = env.step("CLICK[Next >]")
-        assert info["action_valid"] and "Page 2" in obs
+        assert info["action_valid"] and "Page 2" in obs and "screenshot" not in info
+        assert not np.array_equal(env.render(), shot)  # the frame follows the page
     finally:
         env.close()
         env.close()
+    with pytest.raises(InvalidKwargsError, match=r"render_mode='rgb_array'"):
+        WebShopBrowserEnv(catalogue_size=SIZE, cache_dir=cache, screenshot=True)
 
 
 @needs_browser
@@ -238,3 +248,21 @@ def test_no_browser_processes_left_after_a_crash(cache: str) -> None:
     proc.stdin.flush()
     assert proc.wait(timeout=30) == 3
     assert _wait_gone(procs) == set()
+
+
+@needs_browser
+def test_a_run_folder_records_the_browser_pages_through_render(cache: str, tmp_path: Path) -> None:
+    # what records screenshots (envgym run --out) reads render(): the browser env's pages are recorded too
+    pytest.importorskip("playwright")
+    config = RunConfig(
+        env_id="envgym/WebShop-Browser-v0",
+        agent="oracle",
+        episodes=1,
+        env_kwargs={"catalogue_size": SIZE, "cache_dir": cache, "render_mode": "rgb_array"},
+    )
+    run_result = run(config, out=tmp_path)
+    traj = run_result.trajectories[0]
+    assert traj.success and traj.num_turns >= 2
+    shots = [turn.screenshot for turn in traj.turns] + [traj.extra["final_screenshot"]]
+    assert shots == [f"screenshots/{traj.episode_id}/{k}.png" for k in range(traj.num_turns + 1)]
+    assert all((tmp_path / shot).read_bytes().startswith(b"\x89PNG") for shot in shots)
