@@ -54,6 +54,9 @@ _CLICK_WAIT_MS = 2000
 #: Roles of the elements a click opens a native popup on (the popup, not the page, may get the mouse-up).
 _POPUP_ROLES = frozenset({"combobox", "listbox", "option"})
 
+#: Hide the cover MiniWoB puts over the task when an episode ends (its next start hides it too).
+_UNCOVER_JS = "() => { const c = document.getElementById('sync-task-cover'); if (c) c.style.display = 'none'; }"
+
 # One round trip per reset: start a seeded episode through MiniWoB's own JavaScript.
 _START_JS = """(o) => {
   if (o.fast) {
@@ -722,6 +725,9 @@ class MiniWoBEnv(TextEnv):
         if not self._tab.is_open:
             h, w = round(MINIWOB_TASK_SIZE[1] * self.scale), round(MINIWOB_TASK_SIZE[0] * self.scale)
             return np.zeros((h, w, 3), np.uint8)
+        if self._state.get("done"):
+            # MiniWoB covers the task with its START overlay as an episode ends: show the last screen.
+            self._tab.evaluate(_UNCOVER_JS)
         # the page was read after its last change: still then (no CSS animation, not scrolled), still now
         return self._tab.screenshot(still=self._state.get("still") is True)
 
