@@ -32,6 +32,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         ),
         "envgym.registration": ("EnvSpec", "list_envs", "make", "make_aec", "make_parallel", "register", "spec"),
         "envgym.testing": ("check_aec_env", "check_env", "check_parallel_env"),
+        "envgym.vector": ("split_infos",),
     },
     submodules=(
         "bench",
@@ -48,6 +49,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "spaces",
         "testing",
         "trainer",
+        "vector",
     ),
     own=("__version__",),
 )
@@ -65,5 +67,6 @@ if TYPE_CHECKING:  # pragma: no cover
     )
     from envgym.registration import EnvSpec, list_envs, make, make_aec, make_parallel, register, spec  # noqa: F401
     from envgym.testing import check_aec_env, check_env, check_parallel_env  # noqa: F401
+    from envgym.vector import split_infos  # noqa: F401
 
 _autoregister.install()
