@@ -32,6 +32,7 @@ HEAVY: Mapping[str, str] = {
     "safetensors": "llm",
     "gguf": "llm",
     "tensorboard": "train",
+    "mlflow": "tracking",
     "matplotlib": "report",
     "ray": "ray",
     "fastapi": "leaderboard",

@@ -37,6 +37,7 @@ from envgym.rollout.prompting import PromptConfig
 from envgym.rollout.records import json_safe
 from envgym.trainer.algorithms import algorithm_names, check_config, get_algorithm
 from envgym.trainer.checkpoint import latest_checkpoint
+from envgym.trainer.tracking import TRACKERS
 
 __all__ = [
     "AGGREGATIONS",
@@ -92,6 +93,7 @@ RESUMABLE_CHANGES: frozenset[str] = frozenset(
         "generation_backend",  # where rollouts are generated, not what is learned
         "collapse",
         "collapse_patience",
+        "trackers",  # where the metrics are mirrored, not what they are
     }
 )
 #: The value of a setting sized by the device profile (:meth:`TrainConfig.resolve`).
@@ -494,7 +496,17 @@ class TrainConfig:
     tensorboard: bool | None = field(
         default=None,
         metadata=_help(
-            "Write TensorBoard event files: None when tensorboard is installed, True requires it, False off."
+            "Write TensorBoard event files: None when tensorboard is installed, True requires it, False off "
+            "(with trackers unset; a trackers list names tensorboard or leaves it out instead)."
+        ),
+    )
+    trackers: Sequence[str] | None = field(
+        default=None,
+        metadata=_help(
+            "Experiment trackers that get every update's metrics besides metrics.jsonl, e.g. [tensorboard, mlflow]: "
+            "tensorboard (event files in the run folder's tensorboard/) and mlflow (an MLflow run in a local store, "
+            "the run folder's mlruns/, offline; pip install 'envgym[tracking]'). Each one named must be installed. "
+            "None: tensorboard, as the tensorboard setting says."
         ),
     )
 
@@ -601,6 +613,7 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}.")
         if self.tensorboard is not None and not isinstance(self.tensorboard, bool):
             raise ConfigError(f"tensorboard must be true, false or null, got {self.tensorboard!r}.")
+        object.__setattr__(self, "trackers", _check_trackers(self.trackers, self.tensorboard))
         if self.out is not None and (not isinstance(self.out, str) or not self.out):
             raise ConfigError(f"out must be a folder path or None, got {self.out!r}.")
         if isinstance(self.prompt, Mapping):
@@ -908,6 +921,31 @@ def _plain_data(value: Any) -> bool:
     if isinstance(value, (list, tuple)):
         return all(_plain_data(v) for v in value)
     return False
+
+
+def _check_trackers(trackers: Any, tensorboard: bool | None) -> tuple[str, ...] | None:
+    """``trackers`` as a tuple of known tracker names, consistent with the ``tensorboard`` setting."""
+    if trackers is None:
+        return None
+    if isinstance(trackers, str):
+        trackers = [trackers]  # a single name, as a flag or a YAML scalar gives it
+    if not isinstance(trackers, Sequence) or not all(isinstance(name, str) for name in trackers):
+        raise ConfigError(f"trackers must be a list of tracker names such as [tensorboard, mlflow], got {trackers!r}.")
+    for name in trackers:
+        if name not in TRACKERS:
+            raise ConfigError(
+                f"unknown tracker {name!r} in trackers; known: {', '.join(TRACKERS)}.{suggest(name, TRACKERS)}"
+            )
+    if len(set(trackers)) != len(trackers):
+        raise ConfigError(f"trackers names a tracker twice: {list(trackers)!r}.")
+    if tensorboard is False and "tensorboard" in trackers:
+        raise ConfigError("tensorboard=false contradicts trackers, which names tensorboard; give one of them.")
+    if tensorboard is True and "tensorboard" not in trackers:
+        raise ConfigError(
+            f"tensorboard=true but trackers ({', '.join(trackers) or 'empty'}) leaves tensorboard out; add it to "
+            "trackers (e.g. [tensorboard, mlflow])."
+        )
+    return tuple(trackers)
 
 
 def _check_horizon(stages: Any) -> tuple[tuple[int, int], ...] | None:

@@ -62,6 +62,7 @@ import functools
 import logging
 import random
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -86,6 +87,7 @@ from envgym.trainer.metrics import MetricsLog, episode_metrics, read_metrics
 from envgym.trainer.report import write_report
 from envgym.trainer.rollout import draw_task_seeds, flat_groups, light, play_evaluation, play_rollout, rollout_folder
 from envgym.trainer.state import RunState, discard_after, open_run_folder
+from envgym.trainer.tracking import check_trackers, plan
 from envgym.trainer.update import PolicyUpdate, std
 
 __all__ = ["TrainResult", "Trainer", "stop_on_sigint", "train"]
@@ -325,6 +327,9 @@ class Trainer:
         cfg = self.config
         dist = self.dist
         self._check_world()
+        if dist.is_main:  # an unknown or missing tracker fails before any model loads
+            names, required = _tracker_names(cfg)
+            check_trackers(names, required=required)
         self._check_envs()
         checkpoint = self._open_folder_everywhere()
         self._build()
@@ -338,7 +343,11 @@ class Trainer:
         if dist.is_main:
             discard_after(self.out, start)
         dist.barrier()  # no rank writes rollouts before the stale ones are gone
-        metrics_log = MetricsLog(self.out, tensorboard=cfg.tensorboard) if dist.is_main else None
+        metrics_log = (
+            MetricsLog(self.out, tensorboard=cfg.tensorboard, trackers=cfg.trackers, config=cfg.to_dict())
+            if dist.is_main
+            else None
+        )
         if metrics_log is not None:
             # Rows past the checkpoint are played again; without one, so is everything (the
             # update-0 evaluation included, else a run killed before its first checkpoint would
@@ -392,7 +401,8 @@ class Trainer:
                 result.checkpoint = self._save(result.final_update)
         finally:
             if metrics_log is not None:
-                metrics_log.close()
+                error = sys.exc_info()[0]
+                metrics_log.close("finished" if error is None else "killed" if error is KeyboardInterrupt else "failed")
         if result.collapsed:
             self._event(f"ended after update {result.final_update} by the collapse monitor (collapse='stop')")
         elif result.stopped:
@@ -591,6 +601,12 @@ class Trainer:
         """The update's optimizer steps (:meth:`PolicyUpdate.optimise`)."""
         assert self.updater is not None, "_build() first"
         return self.updater.optimise(update, batch, on_progress=self._progress("optimise", update))
+
+
+def _tracker_names(config: TrainConfig) -> tuple[list[str], list[str]]:
+    """The trackers of ``config`` and those of them that must be installed."""
+    planned = plan(config.trackers, config.tensorboard)
+    return [name for name, _ in planned], [name for name, required in planned if required]
 
 
 def train(config: TrainConfig | Mapping[str, Any], **kwargs: Any) -> TrainResult:

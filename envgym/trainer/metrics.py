@@ -1,4 +1,4 @@
-"""Training metrics: what each update logs, and where (``metrics.jsonl``, TensorBoard).
+"""Training metrics: what each update logs, and where (``metrics.jsonl``, the experiment trackers).
 
 Every key is a lowercase slash path, defined once here:
 
@@ -50,7 +50,8 @@ Every key is a lowercase slash path, defined once here:
 =============================  ===================================================================
 
 ``metrics.jsonl`` holds one JSON object per update (``{"update": n, "time": ..., key: value}``),
-written and flushed to disk as the update ends. Under ``torchrun`` rank 0 writes it, with the
+written and flushed to disk as the update ends, then handed to the experiment trackers (TensorBoard,
+MLflow: :mod:`envgym.trainer.tracking`). Under ``torchrun`` rank 0 writes it, with the
 episode, batch, loss and policy values taken over every rank's episodes and tokens; ``perf/*_s``
 are the slowest rank's seconds.
 """
@@ -67,8 +68,8 @@ from pathlib import Path
 from typing import Any
 
 from envgym._runfiles import MalformedRecordError, read_jsonl, write_atomic
-from envgym.errors import MissingDependencyError
 from envgym.rollout.records import Trajectory
+from envgym.trainer.tracking import Tracker, check_trackers, open_tracker, plan
 
 __all__ = ["METRICS_FILE", "MetricsLog", "episode_metrics", "read_metrics"]
 
@@ -119,31 +120,61 @@ def episode_metrics(trajectories: Iterable[Trajectory], prefix: str = "episode")
 
 
 class MetricsLog:
-    """Appends one line per update to ``metrics.jsonl`` and mirrors it to TensorBoard.
+    """Appends one line per update to ``metrics.jsonl`` and hands it to the experiment trackers
+    (:mod:`envgym.trainer.tracking`).
 
     Args:
         folder: the run folder.
-        tensorboard: ``None`` writes event files when ``tensorboard`` is installed (one log line
-            otherwise); ``True`` requires it; ``False`` writes none.
+        tensorboard: with ``trackers=None``: ``None`` writes TensorBoard event files when
+            ``tensorboard`` is installed (one log line otherwise); ``True`` requires it; ``False``
+            writes none.
+        trackers: the trackers to write to (``tensorboard``, ``mlflow``), each required; ``None``:
+            TensorBoard as ``tensorboard`` says.
+        config: the run's settings (JSON data), recorded by the trackers that keep them.
+
+    An unknown or missing tracker fails here. The trackers open at :meth:`truncate_after` or the
+    first :meth:`write`, whichever comes first, with the lines already in ``metrics.jsonl``.
     """
 
-    def __init__(self, folder: str | os.PathLike[str], *, tensorboard: bool | None = None) -> None:
+    def __init__(
+        self,
+        folder: str | os.PathLike[str],
+        *,
+        tensorboard: bool | None = None,
+        trackers: Sequence[str] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         self.folder = Path(folder)
         self.path = self.folder / METRICS_FILE
         self._file: Any = None
-        self._writer: Any = None
-        if tensorboard is not False:
-            self._writer = _tensorboard_writer(self.folder / "tensorboard", required=bool(tensorboard))
+        self._plan = plan(trackers, tensorboard)
+        check_trackers([name for name, _ in self._plan], required=[name for name, req in self._plan if req])
+        self._config = dict(config) if config is not None else None
+        self.trackers: list[Tracker] | None = None
+
+    def _open_trackers(self) -> list[Tracker]:
+        if self.trackers is None:
+            history = read_metrics(self.path) if self.path.exists() else []
+            opened = (
+                open_tracker(name, self.folder, required=required, history=history, config=self._config)
+                for name, required in self._plan
+            )
+            self.trackers = [tracker for tracker in opened if tracker is not None]
+        return self.trackers
 
     def truncate_after(self, update: int) -> None:
-        """Drop the lines of updates after ``update`` (a resumed run writes them again)."""
-        if not self.path.exists():
-            return
-        kept = [row for row in read_metrics(self.path) if row["update"] <= update]
-        write_atomic(self.path, "".join(json.dumps(row, sort_keys=True) + "\n" for row in kept), skip_unchanged=True)
+        """Drop the lines of updates after ``update`` (a resumed run writes them again), then open
+        the trackers."""
+        if self.path.exists():
+            kept = [row for row in read_metrics(self.path) if row["update"] <= update]
+            write_atomic(
+                self.path, "".join(json.dumps(row, sort_keys=True) + "\n" for row in kept), skip_unchanged=True
+            )
+        self._open_trackers()
 
     def write(self, update: int, metrics: Mapping[str, Any]) -> dict[str, Any]:
-        """Append the line of ``update`` and flush it to disk; return it."""
+        """Append the line of ``update``, flush it to disk and hand it to the trackers; return it."""
+        trackers = self._open_trackers()
         row: dict[str, Any] = {"update": int(update), "time": round(time.time(), 3)}
         for key, value in metrics.items():
             if isinstance(value, bool):
@@ -158,32 +189,19 @@ class MetricsLog:
         self._file.write(json.dumps(row, sort_keys=True) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
-        if self._writer is not None:
-            for key, value in row.items():
-                if key not in ("update", "time") and isinstance(value, float):
-                    self._writer.add_scalar(key, value, global_step=update)
-            self._writer.flush()
+        for tracker in trackers:
+            tracker.log(update, row)
         return row
 
-    def close(self) -> None:
+    def close(self, status: str = "finished") -> None:
+        """Close the file and the trackers; ``status`` (``finished``, ``failed``, ``killed``): how the
+        session ended, for the trackers that record it."""
         if self._file is not None:
             self._file.close()
             self._file = None
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
-
-
-def _tensorboard_writer(folder: Path, *, required: bool) -> Any:
-    try:
-        import tensorboard  # noqa: F401  (torch's SummaryWriter needs the package)
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError as err:
-        if required:
-            raise MissingDependencyError("tensorboard", "train", "TensorBoard logging (tensorboard=true)") from err
-        log.info("tensorboard is not installed: no event files (metrics.jsonl has every value)")
-        return None
-    return SummaryWriter(log_dir=str(folder))
+        for tracker in self.trackers or ():
+            tracker.close(status)
+        self.trackers = []
 
 
 def _metrics_row(data: Any) -> dict[str, Any]:
