@@ -26,6 +26,7 @@ seed, trial), so a resumed run replays the same episodes.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -73,7 +74,7 @@ SUITE_FILE = "suite.yaml"
 RESULTS_FILE = "results.json"
 ENTRIES_DIR = "entries"
 #: bench.json keys that decide what the episodes contain; resuming with one changed is refused.
-IDENTITY = ("suite", "agent", "agent_options", "trials")
+IDENTITY = ("suite", "agent", "agent_options", "trials", "system_prompt")
 
 
 def agent_slug(spec: str) -> str:
@@ -292,6 +293,8 @@ def run_suite(
     step_timeout_s: float | None = None,
     agent_timeout_s: float | None = None,
     agent_object: Any = None,
+    limit: int | None = None,
+    system_prompt: str | None = None,
     on_entry: Callable[[str, int, int], None] | None = None,
     on_episode_end: Callable[[str, Trajectory], None] | None = None,
     on_progress: Callable[..., None] | None = None,
@@ -308,6 +311,10 @@ def run_suite(
             (:class:`envgym.rollout.RunConfig`); they may change between sessions of a run.
         agent_object: an agent object to use instead of building one from ``agent`` (``agent``
             is still what the run records).
+        limit: play only the first ``limit`` entries (suite order); the others stay missing and a
+            later call without it plays them into the same folder.
+        system_prompt: the system-prompt template of every entry, instead of the suite's (part of
+            the run's identity: recorded in ``bench.json``; a resume with another is refused).
         on_entry: called as ``on_entry(entry name, episodes to play now, episodes in the entry)``.
         on_episode_end: called with the entry name and every episode recorded.
         on_progress: the runner's progress hook (:class:`envgym.rollout.Runner`), over the
@@ -326,6 +333,11 @@ def run_suite(
     k = suite.trials if trials is None else trials
     if not isinstance(k, int) or isinstance(k, bool) or k < 1:
         raise ConfigError(f"trials must be an integer >= 1, got {k!r}.")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+        raise ConfigError(f"limit must be an integer >= 1 (entries to play), got {limit!r}.")
+    prompt = suite.prompt_config  # the suite's prompt block: every entry, every agent
+    if system_prompt is not None:
+        prompt = dataclasses.replace(prompt, system_prompt=system_prompt)  # a bad template fails here
     harness: dict[str, Any] = {
         "num_envs": num_envs,
         "backend": backend,
@@ -357,6 +369,9 @@ def run_suite(
                 k,
                 harness,
                 folder,
+                prompt=prompt,
+                system_prompt=system_prompt,
+                limit=limit,
                 agent_object=agent_object,
                 on_entry=on_entry,
                 on_episode_end=on_episode_end,
@@ -399,13 +414,15 @@ def _play_suite(
     harness: dict[str, Any],
     folder: Path,
     *,
+    prompt: Any,
+    system_prompt: str | None,
+    limit: int | None,
     agent_object: Any,
     on_entry: Callable[[str, int, int], None] | None,
     on_episode_end: Callable[[str, Trajectory], None] | None,
     on_progress: Callable[..., None] | None = None,
 ) -> BenchRun:
     """The body of :func:`run_suite` once ``folder`` is locked."""
-    prompt = suite.prompt_config  # the suite's prompt block: every entry, every agent
     commit = git_commit()
     meta: dict[str, Any] = {
         "format": BENCH_FORMAT,
@@ -420,6 +437,8 @@ def _play_suite(
         "git_dirty": commit["dirty"] if commit else None,
         "entries": [e.name for e in suite.entries],
     }
+    if system_prompt is not None:  # only when given: bench.json of a run with the suite's prompt is as before
+        meta["system_prompt"] = system_prompt
     bench_file = folder / BENCH_FILE
     if bench_file.exists():
         old = _read_json(bench_file)
@@ -465,8 +484,9 @@ def _play_suite(
     folders: dict[str, RunFolder] = {}
     recorded_by_entry: dict[str, dict[int, Trajectory]] = {}
     tasks: list[EpisodeTask] = []
+    playing = suite.entries if limit is None else suite.entries[:limit]
     try:
-        for entry in suite.entries:
+        for entry in playing:
             entry_dir = folder / ENTRIES_DIR / entry.name
             total = entry.episodes * k
             n = per[entry.name]  # records per episode: the agents of a Parallel entry, else 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -24,6 +25,7 @@ from envgym.cli._common import (
     out_console,
     parse_kwargs,
     probe_agent_server,
+    read_system_prompt,
 )
 from envgym.cli._options import (
     AgentOptionsOption,
@@ -36,8 +38,10 @@ from envgym.cli._options import (
     NoProgressOption,
     NumEnvsOption,
     StepTimeoutOption,
+    SystemPromptOption,
     WorkersOption,
     agent_option,
+    entries_limit_option,
     out_option,
 )
 from envgym.cli._run import _note, _tally
@@ -139,8 +143,10 @@ def run_command(
     ] = None,
     out: Annotated[
         str | None,
-        out_option("Run folder (default runs/bench/SUITE/AGENT-UTCTIME); re-run to resume.", short=False),
+        out_option("Run folder (default runs/bench/SUITE/AGENT-UTCTIME); re-run to resume.", was_agent_option=True),
     ] = None,
+    limit: Annotated[int | None, entries_limit_option()] = None,
+    system_prompt: SystemPromptOption = None,
     agent_options: AgentOptionsOption = None,
     num_envs: NumEnvsOption = None,
     workers: WorkersOption = 1,
@@ -169,12 +175,16 @@ def run_command(
     check_agent_spec(agent)
     if trials is not None and trials < 1:
         fail(f"--trials must be at least 1, got {trials!r}.", EXIT_USAGE)
+    if limit is not None and limit < 1:
+        fail(f"--limit must be at least 1, got {limit!r}.", EXIT_USAGE)
     options = parse_kwargs(agent_options, flag="--agent-option")
+    prompt_text = read_system_prompt(system_prompt)
     loaded = load_suite(suite)  # every entry is validated (and one env built each) before anything runs
     probe_agent_server(agent)  # a dead server fails now, not after every episode's retries
     k = trials if trials is not None else loaded.trials
     folder = Path(out) if out is not None else default_out(loaded, agent)
-    total = sum(e.episodes for e in loaded.entries) * k
+    playing = loaded.entries if limit is None else loaded.entries[:limit]
+    total = sum(e.episodes for e in playing) * k
     console = err_console()
     counts = {"ended": 0, "success": 0, "errors": 0}
     recorded = {"episodes": 0}  # already in the folder (a resumed run): counted as done
@@ -210,6 +220,8 @@ def run_command(
                 episode_timeout_s=episode_timeout,
                 step_timeout_s=step_timeout,
                 agent_timeout_s=agent_timeout,
+                limit=limit,
+                system_prompt=prompt_text,
                 on_entry=on_entry,
                 on_episode_end=lambda _name, t: _tally(counts, t),
                 on_progress=on_progress,
@@ -219,7 +231,9 @@ def run_command(
             display.close()
     except (KeyboardInterrupt, StopRun) as err:
         what = "stopped" if isinstance(err, StopRun) else "interrupted"
-        again = f"envgym bench run {suite} --agent {agent} --out {folder}"
+        again = shlex.join(["envgym", "bench", "run", suite, "--agent", agent, "--out", str(folder)])
+        if system_prompt is not None:
+            again += f" --system-prompt {shlex.quote(system_prompt)}"
         console.print(
             f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded in {escape(str(folder))}; "
             f"resume with: {escape(again)}",

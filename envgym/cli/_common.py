@@ -43,6 +43,7 @@ __all__ = [
     "parse_kwargs",
     "probe_agent_server",
     "progress_bar",
+    "read_system_prompt",
     "resolve_kind",
     "select_spec",
     "specs_for",
@@ -129,6 +130,22 @@ def parse_kwargs(items: Sequence[str] | None, *, flag: str = "--kwargs") -> dict
             value = raw
         kwargs[key] = value
     return kwargs
+
+
+def read_system_prompt(value: str | None) -> str | None:
+    """The text of ``--system-prompt``: the value itself, or the contents of FILE for ``@FILE``
+    (UTF-8). A file that cannot be read is a usage error naming it."""
+    if value is None or not value.startswith("@"):
+        return value
+    path = value[1:]
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise typer.BadParameter(
+            f"cannot read the system prompt from {path!r}: {reason}.", param_hint="--system-prompt"
+        ) from None
 
 
 def resolve_kind(label: str | None) -> str | None:

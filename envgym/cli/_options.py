@@ -20,6 +20,7 @@ their help, differ between commands.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Annotated, Any
 
 import typer
@@ -27,6 +28,7 @@ import typer
 from envgym.rollout import PromptConfig, RunConfig
 
 __all__ = [
+    "AT_FILE",
     "KEY_VALUE",
     "AgentOptionsOption",
     "AgentTimeoutOption",
@@ -42,6 +44,7 @@ __all__ = [
     "JsonOption",
     "KindOption",
     "LastKOption",
+    "LimitOption",
     "MaxRetriesOption",
     "MaxTurnsOption",
     "ModeOption",
@@ -51,14 +54,18 @@ __all__ = [
     "SeedOption",
     "StepTimeoutOption",
     "StopAtActionOption",
+    "SystemPromptOption",
     "TokenBudgetOption",
     "VariantsOption",
     "WorkersOption",
     "agent_option",
     "config_help",
+    "entries_limit_option",
     "out_option",
 ]
 
+#: How ``--system-prompt`` reads a file, and what it wins over (after the field's own help).
+AT_FILE = "@FILE reads it from FILE. Given, it wins over the prompt a trained adapter recorded."
 #: How every ``key=value`` option is written (parsed by :func:`envgym.cli._common.parse_kwargs`).
 KEY_VALUE = "KEY=VALUE, repeatable; values parse as JSON (6, true, [1, 2]), else stay text."
 
@@ -114,7 +121,39 @@ EpisodeTimeoutOption = Annotated[float | None, typer.Option("--episode-timeout",
 StepTimeoutOption = Annotated[float | None, typer.Option("--step-timeout", help=_run("step_timeout_s"))]
 AgentTimeoutOption = Annotated[float | None, typer.Option("--agent-timeout", help=_run("agent_timeout_s"))]
 
+LimitOption = Annotated[
+    int | None,
+    typer.Option(
+        "--limit",
+        metavar="N",
+        help="Play only the first N episodes of the run (in order; with several ids, the first id's first). "
+        "The others stay to play: the same command without --limit, with the same --out, plays them.",
+        show_default=False,
+    ),
+]
+
+
+def entries_limit_option() -> Any:
+    """``--limit N`` of ``bench run``: a prefix of the suite's entries."""
+    return typer.Option(
+        "--limit",
+        metavar="N",
+        help="Play only the first N entries of the suite (in its order); the others show as missing. The same "
+        "command without --limit, with the same --out, plays them.",
+        show_default=False,
+    )
+
+
 # -- prompting (chat agents) ----------------------------------------------------------------------
+SystemPromptOption = Annotated[
+    str | None,
+    typer.Option(
+        "--system-prompt",
+        metavar="TEXT|@FILE",
+        help=f"{_prompt('system_prompt')} {AT_FILE}",
+        show_default=False,
+    ),
+]
 HistoryOption = Annotated[str, typer.Option("--history", help=_prompt("history"))]
 LastKOption = Annotated[int, typer.Option("--last-k", help=_prompt("last_k"))]
 TokenBudgetOption = Annotated[int | None, typer.Option("--token-budget", help=_prompt("token_budget"))]
@@ -161,11 +200,27 @@ NoProgressOption = Annotated[
 ]
 
 
-def out_option(help: str, *, short: bool = True) -> Any:
+#: An agent option as ``-o`` used to take it in ``run`` and ``bench run`` (``temperature=0.7``).
+_KEY_VALUE_LIKE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=[^/]*\Z")
+
+
+def _not_an_agent_option(value: str | None) -> str | None:
+    if value is not None and _KEY_VALUE_LIKE.match(value):
+        raise typer.BadParameter(
+            f"{value!r} looks like an agent option, not a folder; agent options are -O (--agent-option) "
+            f"{value}. To name a folder so, write ./{value}.",
+            param_hint="'--out' / '-o'",
+        )
+    return value
+
+
+def out_option(help: str, *, was_agent_option: bool = False) -> Any:
     """``--out/-o``: where a command writes; ``help`` says what it writes there.
 
-    ``short=False`` leaves ``-o`` out: ``run`` and ``bench run`` do, because ``-o`` used to be
-    their ``--agent-option`` (now ``-O``), and an old ``-o temperature=0.7`` must fail there with
-    "no such option", not quietly name the run folder.
+    ``was_agent_option=True`` (``run``, ``bench run``, where ``-o`` used to be ``--agent-option``,
+    now ``-O``): a value shaped like ``key=value`` is refused with a pointer to ``-O``, so an old
+    ``-o temperature=0.7`` fails loudly instead of naming the run folder.
     """
-    return typer.Option("--out", "-o", help=help) if short else typer.Option("--out", help=help)
+    if was_agent_option:
+        return typer.Option("--out", "-o", help=help, callback=_not_an_agent_option)
+    return typer.Option("--out", "-o", help=help)

@@ -32,6 +32,7 @@ from envgym.cli._common import (
     parse_kwargs,
     probe_agent_server,
     progress_bar,
+    read_system_prompt,
     select_spec,
 )
 from envgym.cli._options import (
@@ -48,6 +49,7 @@ from envgym.cli._options import (
     HistoryOption,
     JsonOption,
     LastKOption,
+    LimitOption,
     MaxRetriesOption,
     MaxTurnsOption,
     ModeOption,
@@ -57,6 +59,7 @@ from envgym.cli._options import (
     SeedOption,
     StepTimeoutOption,
     StopAtActionOption,
+    SystemPromptOption,
     TokenBudgetOption,
     VariantsOption,
     WorkersOption,
@@ -205,9 +208,11 @@ def run_command(
     reply_tokens: ReplyTokensOption = None,
     stop_at_action: StopAtActionOption = True,
     goal_reminder: GoalReminderOption = False,
+    limit: LimitOption = None,
+    system_prompt: SystemPromptOption = None,
     out: Annotated[
         str | None,
-        out_option("Run folder: records written as each episode ends; re-run to resume.", short=False),
+        out_option("Run folder: records written as each episode ends; re-run to resume.", was_agent_option=True),
     ] = None,
     agent_for: Annotated[
         list[str] | None,
@@ -224,7 +229,8 @@ def run_command(
     """Run an agent for some episodes of one or more environments and print a results table.
 
     Several ids play together: one task list, one lock-step batch of agent calls per turn across
-    the episodes of every id (a batched model answers them all at once), one table per id.
+    the episodes of every id (a batched model answers them all at once), one table per id;
+    --kwargs applies to every id.
 
     With --out DIR every episode is written to DIR/episodes.jsonl the moment it ends, with the
     resolved configuration, package versions and git commit; running the same command again
@@ -252,9 +258,10 @@ def run_command(
     _check_positive("--episodes", episodes)
     if num_envs is not None:
         _check_positive("--num-envs", num_envs)
-    env_kwargs = parse_kwargs(kwargs)
-    if kwargs and len(env_ids) > 1:
-        fail("--kwargs applies to one environment; run the ids one at a time to give each its own.", EXIT_USAGE)
+    if limit is not None:
+        _check_positive("--limit", limit)
+    env_kwargs = parse_kwargs(kwargs)  # with several ids, every id gets them
+    prompt_text = read_system_prompt(system_prompt)
     options = parse_kwargs(agent_options, flag="--agent-option")
     specs = [select_spec(env_id, None, allowed=("gymnasium", "parallel")) for env_id in env_ids]
     ids = [s.id for s in specs]
@@ -277,11 +284,11 @@ def run_command(
         probe_agent_server(spec_text)  # a dead server fails now, not after every episode's retries
     config = RunConfig(
         env_id=ids[0],
-        tasks=_several_ids_tasks(ids, episodes, seed, group_size) if len(ids) > 1 else None,
+        tasks=_several_ids_tasks(ids, episodes, seed, group_size, env_kwargs, limit) if len(ids) > 1 else None,
         agent=agent_spec,
         agent_options=options,
         agents=per_agent,
-        episodes=episodes if len(ids) == 1 else None,
+        episodes=_limited(episodes, limit, group_size) if len(ids) == 1 else None,
         seed=seed,
         group_size=group_size,
         env_kwargs=env_kwargs,
@@ -297,6 +304,7 @@ def run_command(
         prompt=prompt_for_agent(  # defaults < the prompt a trained adapter records < flags
             agent_spec,
             PromptConfig(
+                system_prompt=prompt_text,
                 history=history,
                 last_k=last_k,
                 token_budget=token_budget,
@@ -311,7 +319,7 @@ def run_command(
     console = err_console()
     counts = {"ended": 0, "success": 0, "errors": 0}
     display = LiveProgress(enabled=False if no_progress else None)
-    display.start(f"{label} · {agent_spec}", episodes * len(ids))
+    display.start(f"{label} · {agent_spec}", len(config.task_list()))
     runner = Runner(
         config,
         out=out,
@@ -363,16 +371,38 @@ def run_command(
     exit_if_nothing_scored(combined["episodes"], combined["scored"], combined.get("infra_errors") or {})
 
 
-def _several_ids_tasks(ids: Sequence[str], episodes: int, seed: int, group_size: int) -> list[EpisodeTask]:
-    """One task list over ``ids``: each plays ``episodes`` episodes from ``seed`` as a run of it
-    alone would (same seeds, groups and members), tagged with its id and numbered apart."""
+def _limited(episodes: int, limit: int | None, group_size: int) -> int:
+    """The episodes a one-id run plays under ``--limit``: the first ``limit`` of its ``episodes``
+    (``episodes`` is not part of a run folder's identity, so the full run resumes from them)."""
+    if limit is None or limit >= episodes:
+        return episodes
+    if limit % group_size:
+        fail(f"--limit ({limit}) must be a multiple of --group-size ({group_size}): groups play whole.", EXIT_USAGE)
+    return limit
+
+
+def _several_ids_tasks(
+    ids: Sequence[str],
+    episodes: int,
+    seed: int,
+    group_size: int,
+    env_kwargs: dict[str, Any] | None = None,
+    limit: int | None = None,
+) -> list[EpisodeTask]:
+    """One task list over ``ids``: each plays ``episodes`` episodes from ``seed`` with ``env_kwargs``
+    as a run of it alone would (same seeds, groups and members), tagged with its id and numbered
+    apart; cut to the first ``limit`` (whole groups)."""
     if episodes % group_size:
         fail(f"--episodes ({episodes}) must be a multiple of --group-size ({group_size}).", EXIT_USAGE)
     tasks = []
     for j, env_id in enumerate(ids):
-        for task in default_tasks(env_id, episodes=episodes, seed=seed, group_size=group_size):
+        for task in default_tasks(env_id, episodes=episodes, seed=seed, group_size=group_size, env_kwargs=env_kwargs):
             number = j * episodes + task.group * group_size + task.member
             tasks.append(dataclasses.replace(task, index=number, tag=env_id.rsplit("/", 1)[-1]))
+    if limit is not None and limit < len(tasks):
+        if limit % group_size:
+            fail(f"--limit ({limit}) must be a multiple of --group-size ({group_size}): groups play whole.", EXIT_USAGE)
+        tasks = tasks[:limit]
     return tasks
 
 

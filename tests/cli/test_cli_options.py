@@ -19,7 +19,7 @@ import typer
 from typer.testing import CliRunner
 
 from envgym.cli import app
-from envgym.cli._options import KEY_VALUE, config_help
+from envgym.cli._options import AT_FILE, KEY_VALUE, config_help
 from envgym.rollout import PromptConfig, RunConfig
 from envgym.trainer.config import TrainConfig, field_help
 
@@ -52,6 +52,7 @@ DIFFERENT_HELP = {
     "--kwargs": "train shows TrainConfig.env_kwargs, the rollout commands RunConfig.env_kwargs",
     "--group-size": "train shows TrainConfig.group_size, run RunConfig.group_size",
     "--max-turns": "train shows TrainConfig.max_turns, run RunConfig.max_turns",
+    "--limit": "run plays the first N episodes, bench run the first N entries of its suite",
 }
 
 #: Flags of ``run`` (and ``bench run``) -> the RunConfig / PromptConfig field they set.
@@ -78,6 +79,7 @@ RUN_FIELDS = {
     "--reply-tokens": (PromptConfig, "max_new_tokens"),
     "--stop-at-action": (PromptConfig, "stop_at_action"),
     "--goal-reminder": (PromptConfig, "goal_reminder"),
+    "--system-prompt": (PromptConfig, "system_prompt"),
 }
 #: Flags of ``train`` -> the TrainConfig field they set.
 TRAIN_FIELDS = {
@@ -209,9 +211,17 @@ def test_run_flags_show_their_config_field_docs(path: str) -> None:
         if long not in RUN_FIELDS:
             continue
         doc = _field_doc(*RUN_FIELDS[long])
-        assert opt.help == (f"{doc} {KEY_VALUE}" if long in KEY_VALUE_FLAGS else doc), (path, long)
-    if path == "envgym run":  # every flag of run sets a field, but these five
-        assert set(options) - set(RUN_FIELDS) == {"--out", "--per-episode", "--json", "--no-progress", "--help"}
+        suffix = KEY_VALUE if long in KEY_VALUE_FLAGS else AT_FILE if long == "--system-prompt" else None
+        assert opt.help == (f"{doc} {suffix}" if suffix else doc), (path, long)
+    if path == "envgym run":  # every flag of run sets a field, but these six
+        assert set(options) - set(RUN_FIELDS) == {
+            "--out",
+            "--limit",
+            "--per-episode",
+            "--json",
+            "--no-progress",
+            "--help",
+        }
 
 
 def test_train_flags_show_their_config_field_docs() -> None:
@@ -270,6 +280,8 @@ def _parse(path: str, *args: str) -> dict[str, Any]:
         ("envgym bench run", ["core-v1", "-O", "max_new_tokens=8"], "agent_options", ["max_new_tokens=8"]),
         ("envgym bench run", ["core-v1", "-t", "3"], "trials", 3),
         ("envgym bench report", ["RUN", "-o", "report"], "out", "report"),
+        ("envgym run", ["ID", "-o", "runs/x"], "out", "runs/x"),
+        ("envgym bench run", ["core-v1", "-o", "runs/b"], "out", "runs/b"),
         ("envgym train", ["-u", "5"], "updates", 5),
         ("envgym train", ["-g", "4"], "group_size", 4),
         ("envgym train", ["-o", "runs/t"], "out", "runs/t"),
@@ -283,8 +295,6 @@ def test_changed_short_flags(path: str, args: list[str], param: str, value: Any)
 @pytest.mark.parametrize(
     ("path", "args"),
     [
-        ("envgym run", ["ID", "-o", "temperature=0.7"]),  # was --agent-option; must not become --out
-        ("envgym bench run", ["core-v1", "-o", "max_new_tokens=8"]),
         ("envgym bench run", ["core-v1", "-k", "3"]),  # was --trials
         ("envgym train", ["-n", "5"]),  # was --updates
         ("envgym train", ["-k", "4"]),  # was --group-size
@@ -293,3 +303,15 @@ def test_changed_short_flags(path: str, args: list[str], param: str, value: Any)
 def test_old_short_flags_fail_loudly(path: str, args: list[str]) -> None:
     result = CliRunner().invoke(app, [*path.split()[1:], *args])
     assert result.exit_code == 2 and "No such option" in result.output
+
+
+@pytest.mark.parametrize(
+    ("path", "args"),
+    [
+        ("envgym run", ["ID", "-o", "temperature=0.7"]),  # -o was --agent-option; must not name the folder
+        ("envgym bench run", ["core-v1", "-o", "max_new_tokens=8"]),
+    ],
+)
+def test_an_old_agent_option_after_dash_o_points_to_dash_capital_o(path: str, args: list[str]) -> None:
+    result = CliRunner().invoke(app, [*path.split()[1:], *args], env={"COLUMNS": "400"})
+    assert result.exit_code == 2 and "looks like an agent option" in result.output and "-O" in result.output

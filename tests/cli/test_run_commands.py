@@ -7,6 +7,7 @@ from __future__ import annotations
 import gc
 import http.server
 import json
+import runpy
 import socket
 import sys
 import threading
@@ -20,6 +21,7 @@ from typer.testing import CliRunner
 from envgym._folderlock import FolderLock
 from envgym.cli import app
 from envgym.errors import ConfigError
+from envgym.rollout import load_trajectories
 
 runner = CliRunner()
 
@@ -37,7 +39,7 @@ entries:
 
 
 def invoke(*args: str) -> Any:
-    return runner.invoke(app, [*args, "--no-progress"])
+    return runner.invoke(app, [*args, "--no-progress"], env={"COLUMNS": "400"})  # messages on one line
 
 
 @pytest.fixture(scope="module")
@@ -192,3 +194,107 @@ def test_a_run_whose_every_episode_is_an_infrastructure_error_exits_1(
     numbers = document if command == "run" else document["overall"]
     assert numbers["scored"] == 0 and numbers["episodes"] == (2 if command == "run" else 4)
     assert "every episode (" in result.stderr and "agent_error" in result.stderr
+
+
+# ---------------------------------------------------------------- 4. the flags a newcomer reaches for
+def test_python_dash_m_envgym_is_the_envgym_command(monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    monkeypatch.setattr(sys, "argv", ["envgym", "run", "--help"])
+    with pytest.raises(SystemExit) as ended:
+        runpy.run_module("envgym", run_name="__main__", alter_sys=True)
+    assert ended.value.code == 0
+    shown = capsys.readouterr().out
+    assert "Usage: envgym run" in shown and "--limit" in shown
+
+
+def test_run_limit_plays_the_first_episodes_and_the_full_command_resumes(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    first = invoke("run", LAKE, "-n", "6", "--limit", "2", "-o", str(out), "--json")
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["episodes"] == 2
+    played = load_trajectories(out)
+    assert [t.seed for t in played] == [0, 1]
+    full = invoke("run", LAKE, "-n", "6", "-o", str(out), "--json")
+    assert full.exit_code == 0, full.output
+    assert json.loads(full.stdout)["episodes"] == 6
+    assert [t.seed for t in load_trajectories(out)] == [0, 1, 2, 3, 4, 5]
+    assert load_trajectories(out)[:2] == played  # the first session's episodes were kept, not replayed
+
+
+def test_run_limit_over_several_ids_counts_the_whole_list(tmp_path: Path) -> None:
+    result = invoke("run", LAKE, "envgym/Sokoban-v0", "-n", "3", "--limit", "4", "-o", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.output
+    played = load_trajectories(tmp_path / "r")
+    assert [(t.env_id, t.seed) for t in played] == [(LAKE, 0), (LAKE, 1), (LAKE, 2), ("envgym/Sokoban-v0", 0)]
+
+
+def test_run_limit_must_keep_groups_whole() -> None:
+    result = invoke("run", LAKE, "-n", "4", "-g", "2", "--limit", "3")
+    assert result.exit_code == 2 and "multiple of --group-size" in result.stderr
+
+
+def test_bench_limit_plays_the_first_entries_and_the_full_command_completes(tmp_path: Path, suite_file: Path) -> None:
+    out = tmp_path / "bench"
+    first = invoke("bench", "run", str(suite_file), "--limit", "1", "-o", str(out), "--json")
+    assert first.exit_code == 0, first.output
+    results = json.loads(first.stdout)
+    assert results["complete"] is False and results["missing"] == {"sums": 2}
+    assert [e["episodes"] for e in results["entries"]] == [2, 0]
+    full = invoke("bench", "run", str(suite_file), "-o", str(out), "--json")
+    assert full.exit_code == 0, full.output
+    assert json.loads(full.stdout)["complete"] is True
+    assert [t.seed for t in load_trajectories(out / "entries" / "lake")] == [3, 4]
+
+
+@pytest.mark.parametrize("command", ["run", "bench"])
+def test_dash_o_is_out_and_an_old_agent_option_after_it_is_refused(
+    tmp_path: Path, suite_file: Path, command: str
+) -> None:
+    args = ["run", LAKE, "-n", "1"] if command == "run" else ["bench", "run", str(suite_file)]
+    result = invoke(*args, "-o", "temperature=0.7")
+    assert result.exit_code == 2
+    assert "looks like an agent option" in result.stderr and "-O" in result.stderr
+
+
+def test_kwargs_apply_to_every_id_of_a_several_id_run(tmp_path: Path) -> None:
+    ids = [LAKE, "envgym/Sokoban-v0"]
+    result = invoke("run", *ids, "-n", "1", "-k", "difficulty=easy", "-o", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.output
+    played = load_trajectories(tmp_path / "r")
+    assert sorted(t.env_id for t in played) == sorted(ids)
+    assert all(t.env_kwargs == {"difficulty": "easy"} for t in played)
+    assert all(t.task.get("difficulty") == "easy" for t in played)
+
+
+SYSTEM = "You play {env_name}. Answer with one action."
+
+
+@pytest.mark.parametrize("given", ["text", "file"])
+def test_system_prompt_sets_the_prompt_of_run(tmp_path: Path, given: str) -> None:
+    value = SYSTEM
+    if given == "file":
+        (tmp_path / "prompt.txt").write_text(SYSTEM, encoding="utf-8")
+        value = f"@{tmp_path / 'prompt.txt'}"
+    result = invoke("run", LAKE, "-n", "1", "--system-prompt", value, "-o", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.output
+    config = json.loads((tmp_path / "r" / "config.json").read_text())
+    assert config["prompt"]["system_prompt"] == SYSTEM
+
+
+def test_system_prompt_errors_are_usage_errors(tmp_path: Path) -> None:
+    missing = invoke("run", LAKE, "-n", "1", "--system-prompt", f"@{tmp_path / 'nope.txt'}")
+    assert missing.exit_code == 2 and "nope.txt" in missing.stderr
+    bad = invoke("run", LAKE, "-n", "1", "--system-prompt", "You play {game}.")
+    assert bad.exit_code == 2 and "placeholder" in bad.stderr
+
+
+def test_system_prompt_of_bench_run_reaches_every_entry_and_is_part_of_the_run(
+    tmp_path: Path, suite_file: Path
+) -> None:
+    out = tmp_path / "bench"
+    result = invoke("bench", "run", str(suite_file), "--system-prompt", SYSTEM, "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "bench.json").read_text())["system_prompt"] == SYSTEM
+    for entry in ("lake", "sums"):
+        assert json.loads((out / "entries" / entry / "config.json").read_text())["prompt"]["system_prompt"] == SYSTEM
+    other = invoke("bench", "run", str(suite_file), "--system-prompt", "Play {env_name}.", "-o", str(out))
+    assert other.exit_code == 2 and "system_prompt" in other.stderr

@@ -46,7 +46,7 @@ def test_each_id_plays_the_episodes_of_a_run_of_it_alone(tmp_path: Path) -> None
 
 def test_bad_combinations_are_usage_errors() -> None:
     for args, message in (
-        ((*IDS, "--kwargs", "difficulty=easy"), "--kwargs applies to one environment"),
+        (("all", "--kwargs", "difficulty=easy"), "--kwargs applies to one environment"),  # several ids: every id
         (("all", IDS[0]), "'all' runs every environment"),
         ((IDS[0], IDS[0]), "names one twice"),
         ((*IDS, "-n", "3", "-g", "2"), "multiple of --group-size"),

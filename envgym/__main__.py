@@ -1,0 +1,6 @@
+"""``python -m envgym``: the ``envgym`` command (:mod:`envgym.cli`), for when the console script
+is not on ``PATH`` (a virtual environment that is not activated, ``pipx run``)."""
+
+from envgym.cli import app
+
+app(prog_name="envgym")
