@@ -19,6 +19,7 @@ from envgym.core import TerminationReason
 from envgym.errors import ConfigError
 
 __all__ = [
+    "FINAL_INFO_KEYS",
     "EpisodeRecord",
     "MalformedRecordError",
     "Trajectory",
@@ -26,11 +27,16 @@ __all__ = [
     "cut_text",
     "episode_record",
     "json_safe",
+    "keep_final_info",
     "recordable_observation",
 ]
 
 #: Record format version, written into every line; readers refuse newer formats.
 RECORD_VERSION = 1
+#: Keys of an episode's last ``info`` that its record keeps, in ``Trajectory.extra`` under the same
+#: name (:func:`keep_final_info`), and that :func:`episode_record` shows: ``model_patch``, the SWE
+#: envs' final diff (SWE-bench's name), for SFT data and analysis.
+FINAL_INFO_KEYS: tuple[str, ...] = ("model_patch",)
 
 
 def json_safe(value: Any) -> Any:
@@ -242,7 +248,8 @@ class Trajectory:
         started_at: UTC ISO time the final attempt started.
         finished_at: UTC ISO time the episode ended.
         extra: anything else (``truncated_by``: ``"harness_max_turns"`` / ``"token_budget"``;
-            ``final_screenshot``: the PNG of the screen after the last step, when frames were recorded).
+            ``final_screenshot``: the PNG of the screen after the last step, when frames were recorded;
+            the keys of :data:`FINAL_INFO_KEYS` the last step's ``info`` had, e.g. ``model_patch``).
     """
 
     episode_id: str
@@ -348,6 +355,14 @@ class Trajectory:
         return data
 
 
+def keep_final_info(trajectory: Trajectory, info: Any) -> None:
+    """Keep the :data:`FINAL_INFO_KEYS` of an episode's last ``info`` in ``trajectory.extra`` (JSON-safe)."""
+    if isinstance(info, dict):
+        for key in FINAL_INFO_KEYS:
+            if key in info:
+                trajectory.extra[key] = json_safe(info[key])
+
+
 # -- the one flat projection of an episode -----------------------------------------------------------
 def cut_text(text: Any, cap: int | None) -> Any:
     """``text`` cut to ``cap`` characters with a marker saying how many were cut (non-strings and
@@ -382,6 +397,7 @@ class EpisodeRecord(TypedDict, total=False):
     wall_time_s: float
     final_observation: str
     final_screenshot: str
+    model_patch: str
     turns: list[dict[str, Any]]
 
 
@@ -389,7 +405,8 @@ def episode_record(trajectory: Trajectory, *, text_cap: int | None = None, turns
     """``trajectory`` as an :class:`EpisodeRecord`: numbers JSON-safe (a non-finite float becomes
     its text), texts cut to ``text_cap`` characters, and with ``turns`` each turn's action,
     reward, components, flags, observation, completion and format verdict (and ``screenshot``, the
-    PNG's path relative to the run folder, for turns that have one; ``final_screenshot`` likewise)."""
+    PNG's path relative to the run folder, for turns that have one; ``final_screenshot`` likewise;
+    ``model_patch`` when the episode kept one, cut to ``text_cap`` as the other texts)."""
     record = EpisodeRecord(
         episode_id=trajectory.episode_id,
         index=trajectory.index,
@@ -414,6 +431,9 @@ def episode_record(trajectory: Trajectory, *, text_cap: int | None = None, turns
     final_shot = trajectory.extra.get("final_screenshot")
     if isinstance(final_shot, str):
         record["final_screenshot"] = final_shot
+    patch = trajectory.extra.get("model_patch")
+    if isinstance(patch, str):
+        record["model_patch"] = cut_text(patch, text_cap)
     if turns:
         record["turns"] = [
             {
