@@ -264,3 +264,64 @@ def test_heavy_modules_are_the_expected_few(heavy_modules: set[str]) -> None:
         "envgym.trainer.advantages",
         "envgym.trainer.losses",
     }
+
+
+#: ``obj._name`` reaches into envgym/rollout may still make into another module's objects, with the reason.
+PRIVATE_REACH_ALLOWED: dict[str, str] = {
+    "os._exit": "the standard library's documented way to end a forked worker without running its parent's cleanup",
+}
+
+
+def _private_reaches(source: str) -> list[str]:
+    """Where ``source`` reaches a private name of another module: ``obj._name`` for a ``_name``
+    the module does not define itself (``self._x``, ``cls._x`` and the module's own classes'
+    private fields are its own business), and ``from module import _name``."""
+    tree = ast.parse(source)
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            own.add(node.attr)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            own.add(node.value)  # __slots__ entries
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            name = node.attr
+            if not name.startswith("_") or name.startswith("__") or name in own:
+                continue
+            if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                continue
+            text = ast.unparse(node)
+            if text not in PRIVATE_REACH_ALLOWED:
+                found.append(f"{node.lineno}: {text}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("envgym"):
+            found += [
+                f"{node.lineno}: from {node.module} import {alias.name}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
+    return found
+
+
+def test_private_reach_check_catches_another_modules_private_names() -> None:
+    source = (
+        "from envgym.rollout.runner import _Failure\n"
+        "class Seat:\n"
+        "    __slots__ = ('_turn',)\n"
+        "    def __init__(self, runner):\n"
+        "        self._mine = runner._kinds\n"
+        "    def copy(self, other):\n"
+        "        return other._mine, other._turn, self._theirs, os._exit, runner.__dict__\n"
+    )
+    assert _private_reaches(source) == ["1: from envgym.rollout.runner import _Failure", "5: runner._kinds"]
+
+
+@pytest.mark.parametrize("path", _py_files("envgym/rollout"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_rollout_modules_reach_no_private_names_of_other_modules(path: Path) -> None:
+    """The lock-step, async and Parallel players share the public RunSession
+    (envgym.rollout.session); no rollout module reaches another module's private attributes."""
+    assert _private_reaches(path.read_text(encoding="utf-8")) == [], f"{path.relative_to(ROOT)}"

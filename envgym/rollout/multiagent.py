@@ -39,24 +39,22 @@ import math
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envgym import registration
 from envgym._clock import utc_timestamp
 from envgym.core import INFO_KEYS, TerminationReason
 from envgym.errors import ConfigError, StopRun, suggest
 from envgym.rollout.agent import Agent, AgentInput
+from envgym.rollout.config import MAX_DEFAULT_ENVS
 from envgym.rollout.ending import split_timed_out
 from envgym.rollout.pools import StepResult
 from envgym.rollout.prompting import Conversation
 from envgym.rollout.records import Trajectory, json_safe
-from envgym.rollout.rundir import RunFolder
+from envgym.rollout.session import AgentFailure, RunSession, check_output
 from envgym.rollout.specs import make_agent
-from envgym.rollout.summary import summarize, summarize_multiagent
+from envgym.rollout.summary import summarize_multiagent
 from envgym.rollout.tasks import episode_id
-
-if TYPE_CHECKING:  # pragma: no cover
-    from envgym.rollout.runner import Runner
 
 __all__ = ["episode_metrics", "possible_agents", "records_per_episode", "summarize_multiagent"]
 
@@ -130,7 +128,7 @@ def episode_metrics(records: Sequence[Trajectory], final_info: Mapping[str, Any]
 
 # ---------------------------------------------------------------------------------- the runner
 class _Seat:
-    """One agent of one live episode: its record and chat state (the runner's ``_Live`` per agent)."""
+    """One agent of one live episode: its record and chat state (a session ``Attempt`` per agent)."""
 
     __slots__ = ("agent_id", "conv", "done", "index", "info", "max_turns", "obs", "policy", "sampled", "t0", "traj")
 
@@ -164,25 +162,20 @@ class _Episode:
 
 
 class ParallelPlay:
-    """Plays a runner's tasks on Parallel envs (see the module docstring)."""
+    """Plays a run session's tasks on Parallel envs (see the module docstring)."""
 
-    def __init__(
-        self, runner: Runner, agent: Agent | None, agents: Mapping[str, Agent] | None, agent_names: Mapping[str, str]
-    ) -> None:
-        self.runner = runner
-        self.config = runner.config
+    def __init__(self, session: RunSession, agent: Agent | None, agents: Mapping[str, Agent] | None) -> None:
+        self.session = session
+        self.config = session.config
         self._given_default = agent
         self._given = dict(agents or {})
-        self._names = dict(agent_names)
         self._built: dict[str, Agent] = {}
-        self.agent_lists = [possible_agents(env_id, kwargs) for env_id, kwargs in runner._kinds]
+        self.agent_lists = [possible_agents(env_id, kwargs) for env_id, kwargs in session.kinds]
         # Record index = episode number x stride + agent position. A run folder (``out``) holds every
         # task's records, so the stride is the most agents of any task (numbers are distinct there);
         # without one, records are filed per tag (a bench entry: one env), and each task's stride is
         # its own agent count, so an entry's records are 0 .. episodes x agents - 1.
-        self._shared_stride = max(len(a) for a in self.agent_lists) if runner.out is not None else None
-        self.done: dict[int, Trajectory] = {}  # records by index
-        self.done_tasks: set[int] = set()  # task positions whose records are all filed
+        self._shared_stride = max(len(a) for a in self.agent_lists) if session.out is not None else None
 
     # -- policies -----------------------------------------------------------------------------
     def policy_name(self, agent_id: str) -> str:
@@ -191,7 +184,7 @@ class ParallelPlay:
             return getattr(self._given[agent_id], "name", type(self._given[agent_id]).__name__)
         if cfg.agents and agent_id in cfg.agents:
             return str(cfg.agents[agent_id])
-        return self.runner._agent_name
+        return self.session.agent_name
 
     def policy(self, agent_id: str) -> Agent:
         """The agent object playing ``agent_id`` (built once per spec)."""
@@ -233,17 +226,17 @@ class ParallelPlay:
     # -- records ------------------------------------------------------------------------------
     def record_numbers(self, task_position: int) -> list[int]:
         """The record indexes of task ``task_position``'s agents."""
-        number = self.runner._numbers[task_position]
-        agents = self.agent_lists[self.runner._task_kind[task_position]]
+        number = self.session.numbers[task_position]
+        agents = self.agent_lists[self.session.task_kind[task_position]]
         stride = self._shared_stride or len(agents)
         return [number * stride + k for k in range(len(agents))]
 
     def _new_episode(self, index: int) -> _Episode:
-        runner = self.runner
-        task = runner.tasks[index]
-        kind = runner._task_kind[index]
-        env_id, kwargs = runner._kinds[kind]
-        number = runner._numbers[index]
+        session = self.session
+        task = session.tasks[index]
+        kind = session.task_kind[index]
+        env_id, kwargs = session.kinds[kind]
+        number = session.numbers[index]
         base_id = episode_id(task.tag, number)
         agents = self.agent_lists[kind]
         policies = {a: self.policy_name(a) for a in agents}
@@ -270,7 +263,7 @@ class ParallelPlay:
                     }
                 },
             )
-            seats[agent_id] = _Seat(agent_id, traj, self.policy(agent_id), runner._turn_limit(index))
+            seats[agent_id] = _Seat(agent_id, traj, self.policy(agent_id), session.turn_limit(index))
         return _Episode(index, registration.make_parallel(env_id, **kwargs), seats)
 
     def _start(self, episode: _Episode) -> None:
@@ -301,24 +294,9 @@ class ParallelPlay:
             seat.traj.episode_id, seat.traj.env_id, seat.obs, seat.info, len(seat.traj.turns), seat.conv, sample
         )
 
-    def _ask(self, policy: Agent, inputs: list[AgentInput]) -> tuple[list[Any], float]:
-        """Outputs (or the runner's failures) for ``inputs`` from one policy, with its batch-failure rule."""
-        runner = self.runner
-        _Failure = runner.failure_type
-        t0 = time.perf_counter()
-        outputs = runner._ask(policy, inputs)
-        if (
-            len(inputs) > 1
-            and any(isinstance(o, _Failure) for o in outputs)
-            and not all(isinstance(o, _Failure) and o.kind == TerminationReason.TIMEOUT.value for o in outputs)
-        ):
-            outputs = [runner._ask(policy, [item])[0] for item in inputs]
-        return outputs, time.perf_counter() - t0
-
     # -- one round of every live episode --------------------------------------------------------
     def _round(self, episodes: list[_Episode]) -> list[tuple[_Episode, str, str]]:
         cfg = self.config
-        _Failure, _check_output = self.runner.failure_type, self.runner.check_output
         failures: list[tuple[_Episode, str, str]] = []
         episodes, timed_out = split_timed_out(episodes, cfg.episode_timeout_s)
         failures.extend(timed_out)
@@ -329,7 +307,7 @@ class ParallelPlay:
                 batches.setdefault(id(seat.policy), (seat.policy, []))[1].append((ep, seat, self._input(ep, seat)))
         answers: dict[tuple[int, str], tuple[Any, AgentInput, float]] = {}
         for policy, items in batches.values():
-            outputs, agent_s = self._ask(policy, [item for _, _, item in items])
+            outputs, agent_s = self.session.ask_batch(policy, [item for _, _, item in items])
             for (ep, seat, item), output in zip(items, outputs, strict=True):
                 answers[(id(ep), seat.agent_id)] = (output, item, agent_s)
         for ep in episodes:
@@ -338,10 +316,10 @@ class ParallelPlay:
             parsed_by: dict[str, Any] = {}
             for seat in ep.live():
                 output, item, _ = answers[(id(ep), seat.agent_id)]
-                if isinstance(output, _Failure):
+                if isinstance(output, AgentFailure):
                     problem = (output.kind, f"{seat.agent_id}: {output.message}")
                     break
-                why = _check_output(output)
+                why = check_output(output)
                 if why is not None:
                     problem = (TerminationReason.AGENT_ERROR.value, f"{seat.agent_id}: {why}")
                     break
@@ -386,7 +364,6 @@ class ParallelPlay:
         infos: Mapping[str, Any],
         env_s: float,
     ) -> None:
-        runner = self.runner
         live = ep.live()
         ep.final_info = dict(infos[live[0].agent_id])
         cut: str | None = None
@@ -401,7 +378,7 @@ class ParallelPlay:
                 dict(infos[a]),
                 env_s,
             )
-            runner._record_turn(seat, output, actions[a], parsed_by[a], item.messages, result, agent_s)  # type: ignore[arg-type]
+            self.session.record_turn(seat, output, actions[a], parsed_by[a], item.messages, result, agent_s)  # type: ignore[arg-type]
             if seat.done and seat.traj.extra.get("truncated_by") is not None:
                 cut = seat.traj.extra["truncated_by"]
         if cut is not None:
@@ -431,29 +408,10 @@ class ParallelPlay:
             except Exception:
                 log.exception("agent.end_episode failed for %s", seat.traj.episode_id)
         ep.env.close()
-        self._store(ep.index, records)
-
-    def _store(self, index: int, records: list[Trajectory]) -> None:
-        """File the records of task ``index`` (the runner's ``_finish``, for every agent at once)."""
-        runner = self.runner
-        with runner._lock:
-            errors = runner._errors.pop(index, [])
-            for traj in records:
-                if traj.scored:
-                    traj.errors = list(errors)
-                    traj.attempts = len(errors) + 1
-                self.done[traj.index] = traj
-                if runner._folder is not None:
-                    runner._folder.append(traj)
-                if runner.on_episode_end is not None:
-                    runner.on_episode_end(traj)
-                if runner.on_task_end is not None:
-                    runner.on_task_end(runner.tasks[index], traj)
-            self.done_tasks.add(index)
+        self.session.file(ep.index, records, [t.index for t in records])
 
     def _fail(self, ep: _Episode, kind: str, message: str) -> bool:
         """Record a failed attempt of the whole episode; True when it should be played again."""
-        runner = self.runner
         for seat in ep.seats.values():
             seat.done = True
             try:
@@ -464,10 +422,7 @@ class ParallelPlay:
             ep.env.close()
         except Exception:
             log.exception("closing the env of a failed episode failed")
-        with runner._lock:
-            errors = runner._errors.setdefault(ep.index, [])
-            errors.append(f"{kind}: {message}")
-            retry = len(errors) <= self.config.max_retries and not runner._stop.is_set()
+        retry, errors = self.session.note_failure(ep.index, kind, message)
         log.warning("episode %s attempt %d: %s: %s", ep.index, len(errors), kind, message)
         if not retry:
             now = utc_timestamp()
@@ -479,27 +434,23 @@ class ParallelPlay:
                 traj.success = False
                 traj.wall_time_s = time.perf_counter() - seat.t0
                 traj.finished_at = now
-            self._store(ep.index, [s.traj for s in ep.seats.values()])
+            records = [s.traj for s in ep.seats.values()]
+            self.session.file(ep.index, records, [t.index for t in records])
         return retry
 
     # -- lock-step ------------------------------------------------------------------------------
     def play(self, todo: list[int]) -> None:
         """Play the tasks at positions ``todo`` (episodes at once: ``num_envs``, default all, at most 64)."""
-        runner, cfg = self.runner, self.config
+        session, cfg = self.session, self.config
         for policy in self.all_policies():
             policy.reset()
         pending = collections.deque(todo)
-        slots = max(1, min(cfg.num_envs or runner.max_default_envs, len(todo)))
+        slots = max(1, min(cfg.num_envs or MAX_DEFAULT_ENVS, len(todo)))
         live: list[_Episode] = []
         played = {"turns": 0, "tokens": 0}
 
         def report() -> None:
-            if runner.on_progress is not None:
-                with runner._lock:
-                    done = len(self.done_tasks)
-                runner.on_progress(
-                    done=done, total=len(runner.tasks), live=len(live), turns=played["turns"], tokens=played["tokens"]
-                )
+            session.progress(live=len(live), turns=played["turns"], tokens=played["tokens"])
 
         def failed(items: list[tuple[_Episode, str, str]]) -> None:
             for ep, kind, message in items:
@@ -542,18 +493,18 @@ class _EnvFailure(Exception):
 
 
 def run_parallel(
-    runner: Runner, agent: Agent | None, agents: Mapping[str, Agent] | None
+    session: RunSession, agent: Agent | None, agents: Mapping[str, Agent] | None
 ) -> tuple[list[Trajectory], dict[str, Any]]:
-    """:meth:`Runner.run` for Parallel env ids: play the tasks not yet recorded; return every record
-    (in index order) and the summary."""
-    cfg = runner.config
+    """:meth:`Runner.run` for Parallel env ids: play the session's tasks not yet recorded; return
+    every record (in index order) and the summary."""
+    cfg = session.config
     if cfg.backend != "inproc" or cfg.mode != "lockstep":
         raise ConfigError(
             f"PettingZoo Parallel envs run in this process in lock-step; got backend={cfg.backend!r}, "
             f"mode={cfg.mode!r}. Use backend='inproc' and mode='lockstep' (--backend inproc --mode lockstep)."
         )
     names: set[str] = set()
-    for env_id, kwargs in runner._kinds:
+    for env_id, kwargs in session.kinds:
         if kwargs.get("reward_wrappers"):
             raise ConfigError(
                 f"{env_id!r}: reward wrappers apply to single-agent envs only; a Parallel env takes its reward "
@@ -566,44 +517,40 @@ def run_parallel(
                 f"agents names {name!r}, which no environment of the run has.{suggest(name, sorted(names))} "
                 f"Agents: {', '.join(sorted(names))}."
             )
-    runner._agent_name = cfg.agent or (getattr(agent, "name", type(agent).__name__) if agent is not None else "random")
-    play = ParallelPlay(runner, agent, agents, {})
-    if runner.out is not None:
-        runner._folder = RunFolder(runner.out, cfg.to_dict(), runner.identity_keys)
+    session.agent_name = cfg.agent or (getattr(agent, "name", type(agent).__name__) if agent is not None else "random")
+    play = ParallelPlay(session, agent, agents)
+    session.open_folder()
     try:
-        wanted = {n: p for p in range(len(runner.tasks)) for n in play.record_numbers(p)}
-        if runner._folder is not None:
-            play.done = {n: t for n, t in runner._folder.finished.items() if n in wanted}
+        wanted = {n: p for p in range(len(session.tasks)) for n in play.record_numbers(p)}
+        if session.folder is not None:
+            session.done = {n: t for n, t in session.folder.finished.items() if n in wanted}
         todo = []
-        for position in range(len(runner.tasks)):
-            if all(n in play.done for n in play.record_numbers(position)):
-                play.done_tasks.add(position)
+        for position in range(len(session.tasks)):
+            if all(n in session.done for n in play.record_numbers(position)):
+                session.done_tasks.add(position)
             else:
                 todo.append(position)
                 for n in play.record_numbers(position):
-                    play.done.pop(n, None)  # a partly recorded episode is played again, every agent
+                    session.done.pop(n, None)  # a partly recorded episode is played again, every agent
         started = time.perf_counter()
         if any(p.chat for p in play.all_policies()) and cfg.prompt.history == "summary":
             cfg.prompt.load_summarizer()
         if todo:
             play.play(todo)
-        trajectories = [play.done[n] for n in sorted(play.done)]
-        summary = summarize(trajectories, time.perf_counter() - started)
-        summary = {"env_id": cfg.env_id, "agent": runner._agent_name, "seed": cfg.seed, **summary}
+        trajectories = [session.done[n] for n in sorted(session.done)]
+        summary = session.summary(trajectories, time.perf_counter() - started)
         if cfg.agents or agents:
             summary["agents"] = {a: play.policy_name(a) for a in sorted(names)}
         multi = summarize_multiagent(trajectories)
         if multi is not None:
             summary["multiagent"] = multi
-        env_ids = list(dict.fromkeys(env_id for env_id, _ in runner._kinds))
-        if env_ids != [cfg.env_id]:
-            summary["env_ids"] = env_ids
-        if runner._folder is not None:
-            runner._folder.write_summary(summary)
+        if session.env_ids != [cfg.env_id]:
+            summary["env_ids"] = session.env_ids
+        if session.folder is not None:
+            session.folder.write_summary(summary)
     finally:
         try:
             play.close()
         finally:
-            if runner._folder is not None:
-                runner._folder.close()
+            session.close_folder()
     return trajectories, summary

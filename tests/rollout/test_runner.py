@@ -520,3 +520,42 @@ def test_ray_backend_gives_the_same_records_and_survives_a_killed_actor(ray_inst
     assert [t.index for t in result.trajectories] == list(range(8))
     assert all(t.scored and t.success for t in result.trajectories)
     assert any(t.attempts > 1 for t in result.trajectories if t.seed == 5)
+
+
+def test_run_config_has_its_own_module_and_keeps_its_import_paths() -> None:
+    import ast
+
+    import envgym.rollout
+    from envgym.rollout import config as config_module
+    from envgym.rollout import runner as runner_module
+
+    assert envgym.rollout.RunConfig is runner_module.RunConfig is config_module.RunConfig
+    assert config_module.RunConfig.__module__ == "envgym.rollout.config"
+    assert runner_module.IDENTITY_KEYS is config_module.IDENTITY_KEYS
+    assert runner_module.MAX_DEFAULT_ENVS == config_module.MAX_DEFAULT_ENVS == 64
+    # The settings module loads no player: a config is checked before any runner code is needed.
+    tree = ast.parse(Path(config_module.__file__).read_text(encoding="utf-8"))
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert not imported & {
+        "envgym.rollout.runner",
+        "envgym.rollout.session",
+        "envgym.rollout.players",
+        "envgym.rollout.multiagent",
+    }
+
+
+def test_the_runner_session_is_public_and_files_every_task() -> None:
+    from envgym.rollout import RunSession
+
+    seen: list[str] = []
+    runner = Runner(
+        RunConfig(env_id=TRAP, agent="random", episodes=4, group_size=2, seed=3), on_episode_end=seen.append
+    )
+    session = runner.session
+    assert isinstance(session, RunSession) and runner.tasks is session.tasks and runner.out is None
+    assert [(t.seed, t.group, t.member) for t in session.tasks] == [(3, 0, 0), (3, 0, 1), (4, 1, 0), (4, 1, 1)]
+    assert session.kinds == [(TRAP, {})] and session.task_kind == [0, 0, 0, 0] and session.numbers == [0, 1, 2, 3]
+    result = runner.run()
+    assert session.done_tasks == {0, 1, 2, 3} and session.errors == {}
+    assert [session.done[i] for i in range(4)] == result.trajectories
+    assert len(seen) == 4 and session.agent_name == "random"

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from envgym import registration
-from envgym.errors import ConfigError
+from envgym.errors import ConfigError, UnknownEnvError
 from envgym.rollout.pools.records import EnvFailure, StepResult, describe
 
 logger = logging.getLogger("envgym.rollout.pools")
@@ -80,7 +80,9 @@ class SlotHost:
         for env_spec in env_specs:
             # Ids registered at run time in the parent (plugins, tests) are unknown to a fresh
             # interpreter: the parent ships the spec, whose entry point is a string.
-            if env_spec.id not in registration._single:
+            try:
+                registration.spec(env_spec.id)
+            except UnknownEnvError:
                 registration.register(env_spec)
             env_spec.load()  # import the env's module now, not inside the first timed call
         return cls(kinds)
