@@ -37,6 +37,13 @@ SPECS: list[EnvSpec] = [
             kwargs={"scenario": scenario},
         ),
         EnvSpec(
+            id=f"envgym/Drive-{name}-v1",
+            entry_point=_TEXT,
+            family=FAMILY,
+            summary=f"Driving, text scene and meta-actions with fixed numbers: {summary} (needs envgym[driving])",
+            kwargs={"scenario": scenario, "action_numbers": "fixed"},
+        ),
+        EnvSpec(
             id=f"envgym/Drive-{name}-Kinematics-v0",
             entry_point=_NUMERIC,
             family=FAMILY,

@@ -29,6 +29,10 @@ __all__ = ["REWARD_MODES", "DriveEnv", "DriveKinematicsEnv", "parse_meta_action"
 
 #: Reward modes: which components make the scalar reward (see :func:`reward_rubric`).
 REWARD_MODES: tuple[str, ...] = ("highway", "carl", "preordered")
+#: How the text view numbers the available actions: ``"list"`` from 1 in the list of the turn
+#: (v0), ``"fixed"`` by highway-env's action index (v1: 0 LANE_LEFT, 1 IDLE, 2 LANE_RIGHT,
+#: 3 FASTER, 4 SLOWER; at the intersection 0 SLOWER, 1 IDLE, 2 FASTER).
+ACTION_NUMBERS: tuple[str, ...] = ("list", "fixed")
 #: Name of the family in task ids and seeds (text and numeric views share seeds).
 NAME = "driving"
 
@@ -105,6 +109,7 @@ class DriveEnv(TextEnv):
     ``progress``, ``collision``, ``speed`` and ``sim_time``.
 
     **Arguments.** ``scenario`` (``highway``, ``merge``, ``roundabout``, ``intersection``),
+    ``action_numbers`` (``"list"``, v0's default, or ``"fixed"``, v1's: see the version history),
     ``reward_mode``, ``duration`` (time limit in s), ``config`` (highway-env config overrides,
     e.g. ``{"vehicles_count": 30}``), ``render_mode`` (``"ansi"``, ``"human"`` or
     ``"rgb_array"``: offscreen frames from highway-env's renderer), and the common
@@ -119,7 +124,11 @@ class DriveEnv(TextEnv):
     replayed 2.8e-7 apart on another CPU. The leaderboard compares this env's rewards within
     ``replay_tolerance`` (1e-4) instead of 1e-9; observations still must match exactly.
 
-    **Version history.** ``v0``: first release.
+    **Version history.** ``v0``: first release. ``v1``: ``action_numbers="fixed"``: the available
+    actions keep highway-env's numbers (0 ``LANE_LEFT``, 1 ``IDLE``, 2 ``LANE_RIGHT``, 3
+    ``FASTER``, 4 ``SLOWER``; at the intersection 0 ``SLOWER``, 1 ``IDLE``, 2 ``FASTER``) instead
+    of being numbered from 1 in each turn's list, where "2" meant ``LANE_RIGHT`` in one lane and
+    ``IDLE`` at the road's edge.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 1}
@@ -127,6 +136,7 @@ class DriveEnv(TextEnv):
     #: Float tolerance of a leaderboard replay (see **Replay** above).
     replay_tolerance: ClassVar[float] = 1e-4
     action_tags: ClassVar[tuple[str, ...]] = ("action", "answer")
+    numbers_are_actions: ClassVar[bool] = True  # "2" is the action the observation numbers 2
 
     def __init__(
         self,
@@ -138,9 +148,11 @@ class DriveEnv(TextEnv):
         reward: Any = None,
         max_turns: int | None = None,
         render_mode: str | None = None,
+        action_numbers: str = "list",
         **kwargs: Any,
     ) -> None:
         check_choice("reward_mode", reward_mode, REWARD_MODES)
+        check_choice("action_numbers", action_numbers, ACTION_NUMBERS)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise InvalidKwargsError(
                 f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}."
@@ -159,6 +171,7 @@ class DriveEnv(TextEnv):
         self._known = tuple(self._sim.names.values())
         self._available: list[str] = []
         self._ended = ""
+        self.action_numbers = action_numbers
 
     # ------------------------------------------------------------------ TextEnv hooks
     def _generate(self, rng: random.Random, options: dict[str, Any] | None) -> Task:
@@ -186,10 +199,15 @@ class DriveEnv(TextEnv):
         scene = describe(self._sim.scene())
         if self._ended:
             return f"{scene}\n{self._ended}"
-        return f"{scene}\n" + describe_actions(self._available)
+        return f"{scene}\n" + describe_actions(self._available, self._numbers())
 
     def _parse(self, text: str) -> str:
-        return parse_meta_action(text, self._available, self._known)
+        return parse_meta_action(text, self._available, self._known, self._numbers())
+
+    def _numbers(self) -> dict[str, int] | None:
+        """``"fixed"``: highway-env's action indices (known once the scenario is reset), so a number
+        names one action all episode long; ``"list"``: ``None`` (numbered from 1 each turn)."""
+        return dict(self._sim.ids) if self.action_numbers == "fixed" else None
 
     def _apply(self, action: str) -> Transition:
         outcome = self._sim.step(self._sim.ids[action])

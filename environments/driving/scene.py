@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -201,10 +201,12 @@ def _fmt_junction(n: Neighbour) -> str:
     )
 
 
-def describe_actions(names: Sequence[str]) -> str:
-    """The numbered list of available meta-actions (numbers from 1, in the given order)."""
+def describe_actions(names: Sequence[str], numbers: Mapping[str, int] | None = None) -> str:
+    """The numbered list of available meta-actions: numbered from 1 in the given order, or with
+    ``numbers`` each by its own fixed number (highway-env's action index), whatever is available."""
     lines = ["Available actions (answer with the number or the name):"]
-    lines += [f"{i}. {name} - {ACTION_HELP.get(name, name.lower())}" for i, name in enumerate(names, start=1)]
+    numbered = [(numbers[name] if numbers else i, name) for i, name in enumerate(names, start=1)]
+    lines += [f"{i}. {name} - {ACTION_HELP.get(name, name.lower())}" for i, name in numbered]
     return "\n".join(lines)
 
 
@@ -259,11 +261,25 @@ _NUMBER = re.compile(r"^(?:action(?:_id)?\s*[:#]?\s*)?#?\s*(\d{1,3})\s*[.):]?$",
 _SEPARATORS = re.compile(r"[\s\-]+")
 
 
-def parse_meta_action(text: str, available: list[str], known: tuple[str, ...]) -> str:
-    """The meta-action name ``text`` asks for among ``available`` (numbered from 1), or raise
-    :class:`InvalidAction` with a message saying what is allowed."""
-    choices = ", ".join(f"{i} {n}" for i, n in enumerate(available, start=1))
+def parse_meta_action(
+    text: str, available: list[str], known: tuple[str, ...], numbers: Mapping[str, int] | None = None
+) -> str:
+    """The meta-action name ``text`` asks for among ``available`` (numbered from 1, or by
+    ``numbers``: each action's fixed number), or raise :class:`InvalidAction` with a message
+    saying what is allowed."""
+    if numbers:
+        choices = ", ".join(f"{numbers[n]} {n}" for n in available)
+    else:
+        choices = ", ".join(f"{i} {n}" for i, n in enumerate(available, start=1))
     match = _NUMBER.match(text)
+    if match and numbers:
+        number = int(match.group(1))
+        name = next((n for n, i in numbers.items() if i == number), None)
+        if name in available:
+            return name
+        if name is None:
+            raise InvalidAction(f"there is no action number {number}; available now: {choices}.")
+        raise InvalidAction(f"{number} ({name}) is not available now; available: {choices}.")
     if match:
         number = int(match.group(1))
         if 1 <= number <= len(available):
