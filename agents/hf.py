@@ -63,12 +63,10 @@ leaderboard bundles still verify, since verification replays the recorded action
 from __future__ import annotations
 
 import collections
-import hashlib
 import inspect
 import logging
 import os
 import weakref
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +76,7 @@ from envgym.agents.sampling import sample_next_tokens
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
 from envgym.models import adapter_agent_options, load_causal_lm, load_tokenizer
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
+from envgym.rollout.lm import chat_prompt_ids, stop_strings, stop_token_ids, turn_seed
 
 __all__ = ["HFAgent", "sample_next_tokens", "threads_for_load"]
 
@@ -142,12 +141,6 @@ def forced_positions(choices: Sequence[tuple[int, ...]], tokens: Sequence[int]) 
         if len(longer) == 1 and not whole:
             out.append(i)
     return out
-
-
-def _mix_seed(*parts: object) -> int:
-    """A 63-bit seed from ``parts`` (stable across processes and Python versions, unlike ``hash``)."""
-    digest = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
 
 
 def _select_cache_rows(cache: Any, index: Any) -> None:
@@ -280,7 +273,7 @@ class HFAgent(Agent):
         self.device = next(self.model.parameters()).device
         self._torch = torch
         self._episodes: dict[str, tuple[int | None, int]] = {}
-        self.stop_token_ids = self._stop_ids()
+        self.stop_token_ids = stop_token_ids(self.model, self.tokenizer)
         pad = self.tokenizer.pad_token_id
         self._pad_id = pad if pad is not None else min(self.stop_token_ids or {0})
         self._max_positions = getattr(self.model.config, "max_position_embeddings", None)
@@ -317,43 +310,16 @@ class HFAgent(Agent):
         self._episode_kv.clear()
 
     def _key(self, item: AgentInput) -> int:
-        """The episode's sampling key for this turn: same episode, seed, member and turn -> same draws.
-
-        An episode that was never started (or started with seed ``None``) is keyed from its
-        episode id, so it is still reproducible.
-        """
-        seed, member = self._episodes.get(item.episode_id, (None, 0))
-        episode_key: object = seed if seed is not None else ("id", zlib.crc32(item.episode_id.encode("utf-8")))
-        return _mix_seed(self.seed, episode_key, member, item.turn)
-
-    def _stop_ids(self) -> set[int]:
-        """EOS ids of the generation config and tokenizer, plus the chat end-of-turn token."""
-        ids: set[int] = set()
-        config = getattr(self.model, "generation_config", None)
-        eos = getattr(config, "eos_token_id", None)
-        for value in eos if isinstance(eos, list | tuple) else [eos]:
-            if isinstance(value, int):
-                ids.add(value)
-        if isinstance(self.tokenizer.eos_token_id, int):
-            ids.add(self.tokenizer.eos_token_id)
-        vocab = self.tokenizer.get_vocab()
-        for token in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>"):
-            if token in vocab:
-                ids.add(vocab[token])
-        return ids
+        """The episode's sampling key for this turn: same episode, seed, member and turn -> same draws
+        (:func:`envgym.rollout.lm.turn_seed`; an episode never started is keyed from its id)."""
+        return turn_seed(self.seed, item, self._episodes.get(item.episode_id))
 
     # ------------------------------------------------------------------ prompting
     def prompt_ids(self, item: AgentInput) -> list[int]:
         """The prompt token ids for ``item``: its messages (or its observation as one user message)
-        through the tokenizer's chat template, with the assistant turn opened."""
-        messages = [dict(m) for m in item.messages] or [{"role": "user", "content": item.observation}]
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            # The template already writes every special token (BOS included where it wants one).
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        # A model without a chat template (a base model): plain text, one message per paragraph.
-        text = "\n\n".join(m["content"] for m in messages) + "\n\n"
-        return list(self.tokenizer(text)["input_ids"])
+        through the tokenizer's chat template, with the assistant turn opened
+        (:func:`envgym.rollout.lm.chat_prompt_ids`)."""
+        return chat_prompt_ids(self.tokenizer, item)
 
     def _system_prefix(self, item: AgentInput, prompt: list[int]) -> int:
         """How many leading ids of ``prompt`` are the system turn alone (0: no reusable prefix).
@@ -443,7 +409,7 @@ class HFAgent(Agent):
                     limit,
                     self._max_positions,
                 )
-            stop = _stop_strings(item)
+            stop = stop_strings(item)
             # A token spells at least one byte (special tokens decode to nothing and are rare
             # mid-reply), so the last len(bytes) ids hold any stop string just completed; the
             # margin covers a multi-byte character cut at the window's start.
@@ -917,14 +883,3 @@ def _cache_layers(cache: Any) -> list[tuple[Any, Any]] | None:
     if any(type(layer).__name__ != "DynamicLayer" or getattr(layer, "keys", None) is None for layer in layers):
         return None
     return [(layer.keys, layer.values) for layer in layers]
-
-
-def _stop_strings(item: AgentInput) -> tuple[str, ...]:
-    """``item.stop`` checked: a tuple of strings (empty ones dropped)."""
-    stop = item.stop
-    if isinstance(stop, str) or not isinstance(stop, tuple | list) or not all(isinstance(s, str) for s in stop):
-        raise ConfigError(
-            f"AgentInput.stop must be a tuple of strings such as ('</action>',), got {stop!r} "
-            f"(episode {item.episode_id!r})."
-        )
-    return tuple(s for s in stop if s)

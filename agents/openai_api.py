@@ -32,6 +32,7 @@ from typing import Any
 
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
 from envgym.rollout import Agent, AgentInput, AgentOutput
+from envgym.rollout.lm import stop_strings
 
 __all__ = ["AgentRequestError", "OpenAIAgent", "parse_openai_spec"]
 
@@ -334,14 +335,9 @@ class OpenAIAgent(Agent):
         seed = self.request_seed(item)
         if seed is not None:
             body["seed"] = seed
-        stop = item.stop
-        if isinstance(stop, str) or not isinstance(stop, tuple | list) or not all(isinstance(s, str) for s in stop):
-            raise ConfigError(
-                f"AgentInput.stop must be a tuple of strings such as ('</action>',), got {stop!r} "
-                f"(episode {item.episode_id!r})."
-            )
-        if any(stop):
-            body["stop"] = [s for s in stop if s]
+        stop = stop_strings(item)
+        if stop:
+            body["stop"] = list(stop)
         if self.logprobs:
             body["logprobs"] = True
         body.update(self.extra_body)

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from envgym.errors import ConfigError, UnknownAgentError, suggest
+from envgym.models import adapter_prompt
 from envgym.rollout.agent import Agent, Policy, RandomAgent
 
 __all__ = [
@@ -319,8 +320,6 @@ def agent_prompt(spec: str) -> dict[str, Any]:
     kind, arg = split_agent_spec(spec)
     if kind.name != "hf" or arg is None:
         return {}
-    from envgym.models import adapter_prompt
-
     return adapter_prompt(arg)
 
 

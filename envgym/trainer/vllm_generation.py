@@ -45,7 +45,6 @@ that slice of the API (``tests/trainer/test_vllm_generation.py``).
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -53,7 +52,6 @@ import shutil
 import sys
 import tempfile
 import weakref
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +59,7 @@ from typing import Any
 from envgym._imports import optional
 from envgym.errors import ConfigError, EnvgymError
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
+from envgym.rollout.lm import chat_prompt_ids, stop_strings, stop_token_ids, turn_seed
 
 __all__ = ["VLLMAgent", "VLLMGeneration", "merged_state_dict", "start_engine"]
 
@@ -70,18 +69,10 @@ log = logging.getLogger(__name__)
 GPU_MEMORY_UTILIZATION = 0.3
 #: Extra keyword arguments for ``vllm.LLM`` as a JSON object (e.g. '{"gpu_memory_utilization": 0.5}').
 ENGINE_ARGS_ENV = "ENVGYM_VLLM_ARGS"
-#: Chat end-of-turn tokens that end a reply when the vocabulary has them (as the ``hf`` agent).
-CHAT_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>")
 
 
 def _vllm(purpose: str) -> Any:
     return optional("vllm", purpose=purpose, extra="vllm")
-
-
-def _mix_seed(*parts: object) -> int:
-    """A 63-bit seed from ``parts`` (stable across processes, unlike ``hash``)."""
-    digest = hashlib.blake2b(repr(parts).encode("utf-8"), digest_size=8).digest()
-    return int.from_bytes(digest, "little") >> 1
 
 
 # ---------------------------------------------------------------------------------- weights
@@ -358,7 +349,7 @@ class VLLMAgent(Agent):
         self.tokenizer = policy.tokenizer
         self.max_new_tokens = int(generation.config.max_new_tokens)
         self.max_positions = getattr(policy.base_model.config, "max_position_embeddings", None)
-        self.stop_token_ids = sorted(_stop_ids(policy.base_model, self.tokenizer))
+        self.stop_token_ids = sorted(stop_token_ids(policy.base_model, self.tokenizer))
         self._episodes: dict[str, tuple[int | None, int]] = {}
 
     def start_episode(self, episode_id: str, env_id: str, seed: int | None, *, member: int = 0) -> None:
@@ -372,26 +363,15 @@ class VLLMAgent(Agent):
 
     def prompt_ids(self, item: AgentInput) -> list[int]:
         """The turn's messages (or observation) through the chat template, assistant turn opened
-        (the same ids as the ``hf`` agent's)."""
-        messages = [dict(m) for m in item.messages] or [{"role": "user", "content": item.observation}]
-        if getattr(self.tokenizer, "chat_template", None):
-            text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-        text = "\n\n".join(m["content"] for m in messages) + "\n\n"
-        return list(self.tokenizer(text)["input_ids"])
+        (:func:`envgym.rollout.lm.chat_prompt_ids`: the same ids as the ``hf`` agent's)."""
+        return chat_prompt_ids(self.tokenizer, item)
 
     def _request_seed(self, item: AgentInput) -> int:
-        seed, member = self._episodes.get(item.episode_id, (None, 0))
-        key: object = seed if seed is not None else ("id", zlib.crc32(item.episode_id.encode("utf-8")))
-        return _mix_seed(self.seed, key, member, item.turn)
+        return turn_seed(self.seed, item, self._episodes.get(item.episode_id))
 
     def sampling_params(self, item: AgentInput, limit: int) -> Any:
         """vLLM's ``SamplingParams`` of one turn."""
-        stop = item.stop
-        if isinstance(stop, str) or not isinstance(stop, tuple | list) or not all(isinstance(s, str) for s in stop):
-            raise ConfigError(
-                f"AgentInput.stop must be a tuple of strings, got {stop!r} (episode {item.episode_id!r})."
-            )
+        stop = stop_strings(item)
         params = self.generation.sampling_params_class()
         return params(
             n=1,
@@ -399,7 +379,7 @@ class VLLMAgent(Agent):
             top_p=self.top_p if self.temperature > 0 else 1.0,
             max_tokens=limit,
             seed=self._request_seed(item),
-            stop=[s for s in stop if s] or None,
+            stop=list(stop) or None,
             stop_token_ids=list(self.stop_token_ids),
             include_stop_str_in_output=True,
             logprobs=1,  # the sampled token's log-prob is always among them (plus the top one)
@@ -467,17 +447,3 @@ class VLLMAgent(Agent):
             finish_reason=reason,
             extra=extra,
         )
-
-
-def _stop_ids(model: Any, tokenizer: Any) -> set[int]:
-    """EOS ids of the generation config and tokenizer plus the chat end-of-turn tokens (as the ``hf`` agent)."""
-    ids: set[int] = set()
-    eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    for value in eos if isinstance(eos, list | tuple) else [eos]:
-        if isinstance(value, int):
-            ids.add(value)
-    if isinstance(tokenizer.eos_token_id, int):
-        ids.add(tokenizer.eos_token_id)
-    vocab = tokenizer.get_vocab()
-    ids.update(vocab[token] for token in CHAT_STOP_TOKENS if token in vocab)
-    return ids
