@@ -51,7 +51,7 @@ from envgym.rollout.rundir import EPISODES_FILE, RunFolder, git_commit, load_tra
 from envgym.rollout.runner import IDENTITY_KEYS, RunConfig, Runner
 from envgym.rollout.specs import make_agent, split_agent_spec
 from envgym.rollout.summary import summarize, summarize_multiagent
-from envgym.rollout.tasks import EpisodeTask
+from envgym.rollout.tasks import EpisodeTask, tasks_for
 
 __all__ = [
     "BENCH_FILE",
@@ -509,20 +509,16 @@ def _play_suite(
             entry_folder = folders[entry.name] = RunFolder(entry_dir, config.to_dict(), IDENTITY_KEYS)
             finished = {i: t for i, t in entry_folder.finished.items() if i < total * n}
             recorded_by_entry[entry.name] = finished
-            tasks += [
-                EpisodeTask(
-                    entry.env,
-                    entry.seeds[i // k],
-                    entry.env_kwargs,
-                    group=i // k,
-                    member=i % k,
-                    max_turns=entry.max_turns,
-                    index=i,
-                    tag=entry.name,
-                )
-                for i in range(total)
-                if any(i * n + j not in finished for j in range(n))
-            ]
+            every = tasks_for(
+                entry.env,
+                entry.seeds,
+                group_size=k,
+                env_kwargs=entry.env_kwargs,
+                max_turns=entry.max_turns,
+                tag=entry.name,
+                first_index=0,
+            )
+            tasks += [task for task in every if any(task.index * n + j not in finished for j in range(n))]
         started = time.perf_counter()
         if tasks:
 

@@ -8,7 +8,6 @@ terminal, a plain line every 10 s and a final one otherwise (``--no-progress`` o
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -74,7 +73,7 @@ from envgym.registration import list_envs
 from envgym.rollout import EpisodeTask, PromptConfig, RunConfig, Runner
 from envgym.rollout.records import episode_record
 from envgym.rollout.summary import summarize
-from envgym.rollout.tasks import default_tasks
+from envgym.rollout.tasks import tasks_for
 
 __all__ = ["run_all_command", "run_command", "run_one"]
 
@@ -394,11 +393,19 @@ def _several_ids_tasks(
     apart; cut to the first ``limit`` (whole groups)."""
     if episodes % group_size:
         fail(f"--episodes ({episodes}) must be a multiple of --group-size ({group_size}).", EXIT_USAGE)
-    tasks = []
-    for j, env_id in enumerate(ids):
-        for task in default_tasks(env_id, episodes=episodes, seed=seed, group_size=group_size, env_kwargs=env_kwargs):
-            number = j * episodes + task.group * group_size + task.member
-            tasks.append(dataclasses.replace(task, index=number, tag=env_id.rsplit("/", 1)[-1]))
+    seeds = range(seed, seed + episodes // group_size)
+    tasks = [
+        task
+        for j, env_id in enumerate(ids)
+        for task in tasks_for(
+            env_id,
+            seeds,
+            group_size=group_size,
+            env_kwargs=env_kwargs,
+            tag=env_id.rsplit("/", 1)[-1],
+            first_index=j * episodes,
+        )
+    ]
     if limit is not None and limit < len(tasks):
         if limit % group_size:
             fail(f"--limit ({limit}) must be a multiple of --group-size ({group_size}): groups play whole.", EXIT_USAGE)

@@ -3,7 +3,7 @@
 Where things are: :class:`RunConfig` (``config``: one run's settings), :class:`Runner`
 (``runner``: plays a config), :class:`RunSession` (``session``: what the lock-step, async and
 Parallel players of one run share), the players (``players``, ``multiagent``), the task lists
-(``tasks``), and the records (``records``, ``rundir``).
+(``tasks``: :func:`tasks_for`), and the records (``records``, ``rundir``).
 
 Names load on first use, so ``from envgym.rollout import Agent`` does not import the runner,
 the worker pools or the run-folder code.
@@ -31,7 +31,7 @@ __getattr__, __dir__, __all__ = lazy_exports(
         "session": ("RunSession",),
         "specs": ("AGENT_KINDS", "known_agent_specs", "make_agent"),
         "summary": ("summarize",),
-        "tasks": ("EpisodeTask", "default_tasks"),
+        "tasks": ("EpisodeTask", "default_tasks", "tasks_for"),
     },
     # Older name of :class:`Trajectory` (what ``run_episodes`` returned before the run records).
     aliases={"EpisodeResult": "Trajectory"},
@@ -50,6 +50,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from envgym.rollout.session import RunSession
     from envgym.rollout.specs import AGENT_KINDS, known_agent_specs, make_agent
     from envgym.rollout.summary import summarize
-    from envgym.rollout.tasks import EpisodeTask, default_tasks
+    from envgym.rollout.tasks import EpisodeTask, default_tasks, tasks_for
 
     EpisodeResult = Trajectory

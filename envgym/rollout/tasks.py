@@ -6,8 +6,10 @@ own harness turn limit. The runner plays the list in lock-step: episodes of diff
 environments share one batch of agent calls (the pool remakes a slot's environment when the
 next episode needs another one).
 
-Without an explicit list a run plays :func:`default_tasks`: episode ``i`` plays seed
-``seed + i // group_size`` of ``env_id``, as member ``i % group_size`` of group ``i // group_size``.
+Every list is built by :func:`tasks_for` (``group_size`` episodes of each of a list of seeds): the
+CLI, the bench and the trainer all call it. Without an explicit list a run plays
+:func:`default_tasks`: episode ``i`` plays seed ``seed + i // group_size`` of ``env_id``, as
+member ``i % group_size`` of group ``i // group_size``.
 
 Example::
 
@@ -21,14 +23,14 @@ Example::
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from envgym.errors import ConfigError
 from envgym.rollout.records import json_safe
 
-__all__ = ["EpisodeTask", "default_tasks", "episode_id", "episode_numbers", "parse_tasks"]
+__all__ = ["EpisodeTask", "default_tasks", "episode_id", "episode_numbers", "parse_tasks", "tasks_for"]
 
 
 @dataclass(frozen=True)
@@ -98,15 +100,58 @@ class EpisodeTask:
         }
 
 
+def tasks_for(
+    env_id: str,
+    seeds: Iterable[int | None],
+    *,
+    group_size: int = 1,
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_turns: int | None = None,
+    tag: str = "",
+    first_index: int | None = None,
+) -> tuple[EpisodeTask, ...]:
+    """Which episodes a run plays: ``group_size`` episodes of each of ``seeds``, in order.
+
+    Group ``g`` plays the ``g``-th seed; its members are ``0 .. group_size - 1``. Every run builds
+    its list here: ``envgym run`` (:func:`default_tasks`, or one list per id of a multi-id run),
+    a bench entry (its seeds, ``tag`` the entry's name) and a training update (its task seeds).
+
+    Args:
+        env_id: the environment id every episode plays.
+        seeds: the reset seed of each group.
+        group_size: episodes per seed (GRPO groups, bench trials).
+        env_kwargs: keyword arguments for ``envgym.make``.
+        max_turns: each episode's harness turn limit (``None``: the run's).
+        tag: the label that prefixes the episode ids (``lake/000003``).
+        first_index: number the episodes ``first_index, first_index + 1, ...`` (several lists in
+            one run keep distinct numbers); ``None``: by their position in the run's list.
+    """
+    if not isinstance(group_size, int) or isinstance(group_size, bool) or group_size < 1:
+        raise ConfigError(f"group_size must be an integer >= 1, got {group_size!r}.")
+    kwargs = dict(env_kwargs or {})
+    return tuple(
+        EpisodeTask(
+            env_id,
+            seed,
+            kwargs,
+            group=group,
+            member=member,
+            max_turns=max_turns,
+            index=None if first_index is None else first_index + group * group_size + member,
+            tag=tag,
+        )
+        for group, seed in enumerate(seeds)
+        for member in range(group_size)
+    )
+
+
 def default_tasks(
     env_id: str, *, episodes: int, seed: int = 0, group_size: int = 1, env_kwargs: Mapping[str, Any] | None = None
 ) -> tuple[EpisodeTask, ...]:
-    """The tasks of a run without a list: episode ``i`` plays seed ``seed + i // group_size``."""
-    kwargs = dict(env_kwargs or {})
-    return tuple(
-        EpisodeTask(env_id, seed + i // group_size, kwargs, group=i // group_size, member=i % group_size)
-        for i in range(episodes)
-    )
+    """The tasks of a run without a list: episode ``i`` plays seed ``seed + i // group_size``
+    (:func:`tasks_for` over the seeds from ``seed``, cut to ``episodes``)."""
+    groups = -(-episodes // group_size)
+    return tasks_for(env_id, range(seed, seed + groups), group_size=group_size, env_kwargs=env_kwargs)[:episodes]
 
 
 def parse_tasks(value: Any) -> tuple[EpisodeTask, ...]:

@@ -26,7 +26,7 @@ from envgym.errors import StopRun
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
 from envgym.rollout.records import Trajectory, Turn
 from envgym.rollout.runner import RunConfig, Runner
-from envgym.rollout.tasks import EpisodeTask
+from envgym.rollout.tasks import EpisodeTask, tasks_for
 from envgym.trainer.batch import collect
 from envgym.trainer.config import TrainConfig
 from envgym.trainer.metrics import episode_metrics
@@ -141,11 +141,7 @@ def episode_tasks(
 ) -> list[EpisodeTask]:
     """``group_size`` episodes of each of ``seeds`` (sorted; group ``g`` is the ``g``-th seed)."""
     env_id, env_kwargs = env
-    return [
-        EpisodeTask(env_id, seed, env_kwargs, group=group, member=member, max_turns=max_turns)
-        for group, seed in enumerate(sorted(seeds))
-        for member in range(group_size)
-    ]
+    return list(tasks_for(env_id, sorted(seeds), group_size=group_size, env_kwargs=env_kwargs, max_turns=max_turns))
 
 
 def play_rollout(

@@ -3,6 +3,7 @@ episodes of different environments share one lock-step batch."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from envgym.errors import ConfigError
 from envgym.rollout import Agent, AgentInput, AgentOutput, EpisodeTask, RandomAgent, RunConfig, Runner
-from envgym.rollout.tasks import default_tasks
+from envgym.rollout.tasks import default_tasks, tasks_for
 
 LAKE = "envgym/FrozenLake-v0"
 BOXES = "envgym/Sokoban-v0"
@@ -148,3 +149,88 @@ def test_an_unknown_env_in_a_task_list_fails_before_any_episode() -> None:
     tasks = [EpisodeTask(LAKE), EpisodeTask("envgym/Sokobn-v0")]
     with pytest.raises(UnknownEnvError, match="Sokoban"):
         Runner(RunConfig(agent="random", tasks=tasks), Unknown()).run()
+
+
+# ------------------------------------------------- one tasks_for behind run, bench and trainer
+def old_default(env_id: str, episodes: int, seed: int, group_size: int, kwargs: dict) -> list[EpisodeTask]:
+    """The list ``default_tasks`` built before ``tasks_for`` (the reference the new one must equal)."""
+    return [
+        EpisodeTask(env_id, seed + i // group_size, kwargs, group=i // group_size, member=i % group_size)
+        for i in range(episodes)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("episodes", "seed", "group_size"), [(10, 0, 1), (12, 5, 3), (7, 2, 2), (0, 3, 1), (4, 1_000_000, 4)]
+)
+def test_default_tasks_are_the_same_episodes_through_tasks_for(episodes: int, seed: int, group_size: int) -> None:
+    kwargs = {"difficulty": "easy"}
+    assert list(default_tasks(LAKE, episodes=episodes, seed=seed, group_size=group_size, env_kwargs=kwargs)) == (
+        old_default(LAKE, episodes, seed, group_size, kwargs)
+    )
+    config = RunConfig(env_id=LAKE, episodes=episodes - episodes % group_size, seed=seed, group_size=group_size)
+    assert list(config.task_list()) == old_default(LAKE, config.episodes, seed, group_size, {})
+
+
+def test_tasks_for_numbers_tags_and_limits_the_episodes_of_given_seeds() -> None:
+    tasks = tasks_for(BOXES, [9, 4, None], group_size=2, env_kwargs={"size": 6}, max_turns=5, tag="b", first_index=10)
+    assert [(t.seed, t.group, t.member, t.index, t.tag, t.max_turns) for t in tasks] == [
+        (9, 0, 0, 10, "b", 5),
+        (9, 0, 1, 11, "b", 5),
+        (4, 1, 0, 12, "b", 5),
+        (4, 1, 1, 13, "b", 5),
+        (None, 2, 0, 14, "b", 5),
+        (None, 2, 1, 15, "b", 5),
+    ]
+    assert all(dict(t.env_kwargs) == {"size": 6} for t in tasks)
+    with pytest.raises(ConfigError, match="group_size must be an integer >= 1, got 0"):
+        tasks_for(BOXES, [1], group_size=0)
+
+
+def test_the_trainer_plays_the_same_episodes_through_tasks_for() -> None:
+    from envgym.trainer.rollout import episode_tasks
+
+    seeds, kwargs = [17, 3, 8], {"difficulty": "easy", "reward_wrappers": ["outcome"]}
+    before = [
+        EpisodeTask(LAKE, seed, kwargs, group=group, member=member, max_turns=6)
+        for group, seed in enumerate(sorted(seeds))
+        for member in range(4)
+    ]
+    assert episode_tasks(seeds, (LAKE, kwargs), 6, 4) == before
+
+
+def test_a_multi_id_run_plays_the_same_episodes_through_tasks_for() -> None:
+    from envgym.cli._run import _several_ids_tasks
+
+    ids, episodes, seed, group_size, kwargs = [LAKE, BOXES], 6, 40, 3, {"difficulty": "easy"}
+    before = []
+    for j, env_id in enumerate(ids):
+        for task in old_default(env_id, episodes, seed, group_size, kwargs):
+            number = j * episodes + task.group * group_size + task.member
+            before.append(dataclasses.replace(task, index=number, tag=env_id.rsplit("/", 1)[-1]))
+    assert _several_ids_tasks(ids, episodes, seed, group_size, kwargs) == before
+    assert _several_ids_tasks(ids, episodes, seed, group_size, kwargs, limit=9) == before[:9]
+
+
+def test_a_bench_run_plays_the_same_episodes_through_tasks_for(tmp_path: Path) -> None:
+    from envgym.bench.run import run_suite
+
+    suite = tmp_path / "tiny-v1.yaml"
+    suite.write_text(
+        "name: tiny\nversion: 1\ndefaults: {episodes: 2, seed: 30, split: test, max_turns: 2, trials: 2}\n"
+        "metrics: [success_rate]\nentries:\n"
+        "  - {name: lake, env: envgym/FrozenLake-v0, kwargs: {difficulty: easy}, seeds: [7, 3]}\n"
+        "  - {name: sums, env: envgym/Countdown-v0, kwargs: {difficulty: easy}, max_turns: 1}\n",
+        encoding="utf-8",
+    )
+    run = run_suite(suite, "random", out=tmp_path / "run")
+    played = {
+        name: [(t.episode_id, t.seed, t.group, t.member, t.index) for t in trajs]
+        for name, trajs in run.per_entry().items()
+    }
+    # What the bench built before tasks_for: seeds[i // k], group i // k, member i % k, index i.
+    before = {
+        name: [(f"{name}/{i:06d}", seeds[i // 2], i // 2, i % 2, i) for i in range(2 * len(seeds))]
+        for name, seeds in (("lake", [7, 3]), ("sums", [30, 31]))
+    }
+    assert played == before
