@@ -7,6 +7,7 @@ Checked statically with ``ast`` so a violation is caught before it becomes a cyc
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -325,3 +326,60 @@ def test_rollout_modules_reach_no_private_names_of_other_modules(path: Path) -> 
     """The lock-step, async and Parallel players share the public RunSession
     (envgym.rollout.session); no rollout module reaches another module's private attributes."""
     assert _private_reaches(path.read_text(encoding="utf-8")) == [], f"{path.relative_to(ROOT)}"
+
+
+#: Library modules nothing imports, with the reason (each one else is dead code: give it its caller or remove it).
+NO_IMPORTER_NEEDED: dict[str, str] = {
+    "envgym.__main__": "`python -m envgym`",
+    "envgym.cli.__main__": "`python -m envgym.cli`",
+    "envgym.rewards.rubrics": "the older import path of envgym.rubric, kept for users' code",
+}
+
+
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w.]+(?:[ \t]*,[ \t]*[\w.]+)*)", re.MULTILINE)
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\)|[^\n]*)", re.MULTILINE)
+_NAMED = re.compile(r"[\"'](envgym(?:\.\w+)+)(?::\w+)?[\"']")  # "envgym.x.y" or an entry point "envgym.x:Name"
+_LAZY_KEY = re.compile(r"^[ \t]*[\"']([\w.]+)[\"']:[ \t]*[(_A-Z]", re.MULTILINE)  # lazy_exports({"sub": (...)})
+
+
+def _referenced_modules(path: Path) -> set[str]:
+    """The modules ``path`` imports (relative imports resolved), names by string entry point or
+    import string (``"envgym.x.y"``, ``"envgym.x:Name"``), and loads lazily (``lazy_exports``).
+    Regular expressions, not ``ast``: this reads every file of the repository, and must be quick."""
+    me = _module_name(path)
+    package = me.split(".") if path.name == "__init__.py" else me.split(".")[:-1]
+    text = path.read_text(encoding="utf-8")
+    found: set[str] = set()
+    for match in _IMPORT.finditer(text):
+        found |= {name.strip() for name in match[1].split(",")}
+    for match in _FROM.finditer(text):
+        base = match[1]
+        level = len(base) - len(base.lstrip("."))
+        if level:
+            rest = base[level:]
+            base = ".".join(package[: len(package) - level + 1] + ([rest] if rest else []))
+        names = re.findall(r"\w+", match[2].split("#")[0] if not match[2].startswith("(") else match[2])
+        found |= {base} | {f"{base}.{name}" for name in names}
+    found |= set(_NAMED.findall(text))
+    if path.name == "__init__.py" and "lazy_exports(" in text:
+        found |= {key if key.startswith("envgym") else f"{me}.{key}" for key in _LAZY_KEY.findall(text)}
+    return found
+
+
+def test_every_library_module_has_an_importer() -> None:
+    """A module of ``envgym/`` that no library, environment, agent, benchmark or script file
+    imports (or names by entry point) is dead code; tests alone do not keep it alive."""
+    importers: dict[str, set[str]] = {}
+    for folder in ("envgym", "environments", "agents", "benchmarks", "scripts"):
+        for path in _py_files(folder) if (ROOT / folder).is_dir() else []:
+            me = _module_name(path)
+            for target in _referenced_modules(path):
+                parts = target.split(".")
+                for i in range(1, len(parts) + 1):
+                    importers.setdefault(".".join(parts[:i]), set()).add(me)
+    dead = sorted(
+        name
+        for name in map(_module_name, _py_files("envgym"))
+        if not importers.get(name, set()) - {name} and name not in NO_IMPORTER_NEEDED
+    )
+    assert dead == [], f"library modules nothing imports (give each its caller or remove it): {dead}"

@@ -27,8 +27,6 @@ Modules:
   score), :class:`ApplyRubric`, and :func:`wrap_rewards`, which stacks them from config by name;
 * :mod:`envgym.rewards.verifiers`: exact, normalised, numeric, regex, JSON schema, sandboxed unit
   tests, LLM judge, and :func:`build_verifier` by kind name (loaded on first use);
-* :mod:`envgym.rewards.multiagent`: private / integrated / cooperative reward modes for PettingZoo
-  (loaded on first use);
 * :mod:`envgym.rewards.metrics`: ``rewards/<name>/mean`` from per-episode component totals.
 
 IGPO's information-gain hook (:class:`InfoGainHook` and its helpers) moved to
@@ -79,14 +77,6 @@ __getattr__, __dir__, _lazy = lazy_exports(
             "VerifierResult",
             "build_verifier",
         ),
-        "multiagent": (
-            "REWARD_MODES",
-            "AECRewardMode",
-            "ParallelRewardMode",
-            "apply_reward_mode",
-            "interdependence_matrix",
-            "with_reward_mode",
-        ),
         "envgym.contrib.rewards": _MOVED_TO_CONTRIB,
     },
 )
@@ -113,14 +103,6 @@ __all__ = sorted(  # noqa: PLE0605 - one list: the eager names and the lazy ones
 )
 
 if TYPE_CHECKING:  # pragma: no cover
-    from envgym.rewards.multiagent import (
-        REWARD_MODES,
-        AECRewardMode,
-        ParallelRewardMode,
-        apply_reward_mode,
-        interdependence_matrix,
-        with_reward_mode,
-    )
     from envgym.rewards.verifiers import (
         VERIFIER_KINDS,
         ExactMatch,
