@@ -46,9 +46,9 @@ def test_every_card_renders_without_markup_and_keeps_its_content() -> None:
             found = pattern.search(shown)
             assert found is None, f"{env_id}: raw {name} left: {shown[max(0, found.start() - 60) : found.end() + 60]!r}"
         # Nothing of the content is lost: every section title and every literal's text remains.
-        for title in re.findall(r"\*\*([^*]+?)\*\*", card):
-            if not re.search(r"``[^`]*$", card[: card.index(f"**{title}**")]):
-                assert title in shown, (env_id, title)
+        prose = re.sub(r"``.+?``", " ", card, flags=re.DOTALL)  # a literal may hold ** (a power)
+        for title in re.findall(r"(?<!\S)\*\*(\S[^*]*?\S)\*\*", prose):
+            assert title in shown, (env_id, title)
         for literal in re.findall(r"(?<!`)``([^`]+?)``(?!`)", card):
             assert literal in shown.replace("\n", " ") or literal.replace("\n", " ") in shown.replace("\n", " "), (
                 env_id,
