@@ -21,8 +21,8 @@ Definitions (one place; reports and ``results.json`` use these names):
   rate when every task has the same number of trials.
 * ``mean_turns``: mean turns per scored episode; ``prompt_tokens`` / ``completion_tokens``: totals
   over all episodes (as the agent reported them; 0 for agents without tokens), with per-episode
-  means; ``wall_time_s``: the sum of the episodes' wall times (episodes played at the same time
-  overlap, so it exceeds the elapsed time; it measures cost per episode); ``format_ok_rate``: the share of
+  means; ``wall_time_s`` of an entry: the sum of its episodes' wall times (episodes played at the
+  same time overlap, so it exceeds the elapsed time; it measures cost per episode); ``format_ok_rate``: the share of
   chat replies that carried the action tags (``None`` for agents that are not chat agents).
 * **multi-agent entries** (PettingZoo Parallel ids): every agent's record is one episode of the
   task (its seed), so a task with K trials of an n-agent game has ``n * K`` records; the entry
@@ -30,8 +30,9 @@ Definitions (one place; reports and ``results.json`` use these names):
   return per agent and per policy, the game's own final numbers such as ``mean_trust``).
 * **overall**: the **macro average over entries** (each entry weighs the same, whatever its size)
   of the entries that have scored episodes; its CI comes from a **stratified bootstrap** that
-  resamples tasks within every entry independently and averages the entry statistics. Token and
-  time totals are sums over entries. Note that a macro-averaged reward mixes the reward scales
+  resamples tasks within every entry independently and averages the entry statistics. Token
+  totals are sums over entries; its ``wall_time_s`` is the run's elapsed time (the bench records
+  it), not a sum: the entries of a run play in one batch, so their times overlap. Note that a macro-averaged reward mixes the reward scales
   of different environments; the success rate is the comparable headline number.
 """
 
@@ -231,8 +232,10 @@ def overall_metrics(
     resamples: int = BOOTSTRAP_RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = BOOTSTRAP_SEED,
+    elapsed_s: float | None = None,
 ) -> dict[str, Any]:
-    """Macro average over entries (see the module docstring), CIs by stratified bootstrap."""
+    """Macro average over entries (see the module docstring), CIs by stratified bootstrap;
+    ``elapsed_s`` is the run's elapsed time (``None`` when unknown)."""
     settings = {"resamples": resamples, "confidence": confidence, "seed": seed}
     success_strata, reward_strata = [], []
     for trajectories in per_entry.values():
@@ -268,7 +271,7 @@ def overall_metrics(
         "invalid_per_episode": macro("invalid_per_episode"),
         "prompt_tokens": sum(r["prompt_tokens"] for r in results),
         "completion_tokens": sum(r["completion_tokens"] for r in results),
-        "wall_time_s": math.fsum(r["wall_time_s"] for r in results),
+        "wall_time_s": elapsed_s,
         "format_ok_rate": macro("format_ok_rate"),
         "infra_errors": dict(infra),
         "infra_error_episodes": sum(infra.values()),
@@ -281,12 +284,14 @@ def compute_results(
     resamples: int = BOOTSTRAP_RESAMPLES,
     confidence: float = CONFIDENCE,
     seed: int = BOOTSTRAP_SEED,
+    elapsed_s: float | None = None,
 ) -> dict[str, Any]:
     """Metrics of every entry and overall.
 
     Args:
         per_entry: entry name -> its episodes (:class:`~envgym.rollout.records.Trajectory`), in
             suite order.
+        elapsed_s: the run's elapsed time, the overall ``wall_time_s`` (``None``: unknown).
 
     Returns ``{"bootstrap": {...}, "entries": [{"name": ..., metrics}], "overall": {...}}``.
     """
@@ -300,5 +305,5 @@ def compute_results(
             **settings,
         },
         "entries": [{"name": name, **metrics} for name, metrics in entry_results.items()],
-        "overall": overall_metrics(per_entry, entry_results, **settings),
+        "overall": overall_metrics(per_entry, entry_results, elapsed_s=elapsed_s, **settings),
     }

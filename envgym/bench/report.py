@@ -60,7 +60,8 @@ def _errors(counts: dict[str, int]) -> str:
 
 NOTE = (
     "Success and reward are means over tasks (seeds) of each task's scored trials; infrastructure errors are "
-    "counted apart, never as failures."
+    "counted apart, never as failures. Wall s: an entry's episodes summed (they overlap); overall: the run's "
+    "elapsed time."
 )
 COLUMNS = (
     "entry",
@@ -91,7 +92,7 @@ def metrics_rows(results: dict[str, Any]) -> list[list[str]]:
                 _pass(item["pass_hat_k"]),
                 _fmt(item["mean_turns"], 2),
                 f"{item['prompt_tokens']} / {item['completion_tokens']}",
-                _fmt(float(item["wall_time_s"]), 2),
+                _fmt(None if item["wall_time_s"] is None else float(item["wall_time_s"]), 2),
                 _fmt(item["format_ok_rate"], 2),
                 _errors(item["infra_errors"]),
             ]

@@ -4,7 +4,8 @@ A bench run folder::
 
     DIR/
       bench.json     # format, suite {name, version, id, sha256}, agent, agent_options, trials,
-                     # created, envgym_version, packages, git_commit, entries (names, in order)
+                     # created, envgym_version, packages, git_commit, entries (names, in order),
+                     # wall_time_s (elapsed play time, summed over the sessions that finished)
       suite.yaml     # the resolved suite (defaults applied), as run
       entries/<entry-name>/   # an ordinary envgym.rollout run folder (config.json, meta.json,
                               # episodes.jsonl, summary.json); trials K are group_size=K
@@ -225,7 +226,9 @@ def load_bench_run(path: str | os.PathLike[str]) -> BenchRun:
 
 def build_results(run: BenchRun, **bootstrap: Any) -> dict[str, Any]:
     """The ``results.json`` document of a bench run (not written)."""
-    computed = compute_results(run.per_entry(), **bootstrap)
+    spent = run.meta.get("wall_time_s")  # None for runs from before it was recorded
+    elapsed = float(spent) if isinstance(spent, (int, float)) and not isinstance(spent, bool) else None
+    computed = compute_results(run.per_entry(), elapsed_s=elapsed, **bootstrap)
     for item in computed["entries"]:
         entry = run.suite.entry(item["name"])
         item["env"] = entry.env
@@ -436,6 +439,7 @@ def _play_suite(
         "git_commit": commit["commit"] if commit else None,
         "git_dirty": commit["dirty"] if commit else None,
         "entries": [e.name for e in suite.entries],
+        "wall_time_s": 0.0,
     }
     if system_prompt is not None:  # only when given: bench.json of a run with the suite's prompt is as before
         meta["system_prompt"] = system_prompt
@@ -451,6 +455,8 @@ def _play_suite(
                 "suite, agent, agent options and trials, or write this run into another folder (--out)."
             )
         meta["created"] = old.get("created", meta["created"])
+        spent = old.get("wall_time_s")
+        meta["wall_time_s"] = float(spent) if isinstance(spent, (int, float)) and not isinstance(spent, bool) else None
         meta["resumed"] = utc_now().isoformat(timespec="seconds")
 
     def recorded(entry_dir: Path, total: int) -> int:
@@ -483,6 +489,7 @@ def _play_suite(
     # episodes.jsonl, summary.json), which files the episodes the runner hands back by entry.
     folders: dict[str, RunFolder] = {}
     recorded_by_entry: dict[str, dict[int, Trajectory]] = {}
+    played_by_entry: dict[str, list[Trajectory]] = {e.name: [] for e in suite.entries}  # this session's
     tasks: list[EpisodeTask] = []
     playing = suite.entries if limit is None else suite.entries[:limit]
     try:
@@ -523,6 +530,7 @@ def _play_suite(
         if tasks:
 
             def file_episode(task: EpisodeTask, trajectory: Trajectory) -> None:
+                played_by_entry[task.tag].append(trajectory)
                 folders[task.tag].append(trajectory)
                 recorded_by_entry[task.tag][trajectory.index] = trajectory
                 if on_episode_end is not None:
@@ -543,11 +551,15 @@ def _play_suite(
                 if agent_object is None:
                     agent_obj.close()
         elapsed = time.perf_counter() - started
+        if tasks and meta["wall_time_s"] is not None:
+            # The run's real elapsed time: its entries play in one batch, so their times overlap.
+            meta["wall_time_s"] = round(meta["wall_time_s"] + elapsed, 4)
+            _write_json(bench_file, meta)
         for entry in suite.entries:
             if entry.name not in folders:
                 continue
             trajectories = [t for _, t in sorted(recorded_by_entry[entry.name].items())]
-            summary = summarize(trajectories, elapsed)
+            summary = summarize(trajectories, elapsed, played=played_by_entry[entry.name])
             multi = summarize_multiagent(trajectories)
             if multi is not None:
                 summary["multiagent"] = multi

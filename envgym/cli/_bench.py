@@ -96,7 +96,12 @@ def _results_table(results: dict[str, Any]) -> Table:
         title=f"{results['suite']['id']}  agent={results['agent']}  trials={results['trials']}",
         title_justify="left",
         title_style="bold",
-        caption="95% percentile-bootstrap CIs over tasks; overall = macro average over entries",
+        caption="95% percentile-bootstrap CIs over tasks; overall = macro average over entries"
+        + (
+            "; wall s: an entry's episodes summed (they overlap), overall the run's elapsed time"
+            if "wall_time" in shown
+            else ""
+        ),
         caption_justify="left",
     )
     table.add_column("entry", style="cyan", no_wrap=True)
@@ -113,7 +118,7 @@ def _results_table(results: dict[str, Any]) -> Table:
     if "tokens" in shown:
         columns.append(("tokens p/c", lambda r: f"{r['prompt_tokens']}/{r['completion_tokens']}"))
     if "wall_time" in shown:
-        columns.append(("wall s", lambda r: f"{r['wall_time_s']:.2f}"))
+        columns.append(("wall s", lambda r: fmt_float(r["wall_time_s"], 2)))
     if "format_ok_rate" in shown:
         columns.append(("format ok", lambda r: fmt_float(r["format_ok_rate"], 2)))
     columns.append(("infra errors", lambda r: str(r["infra_error_episodes"])))

@@ -56,6 +56,7 @@ EXIT_USAGE = 2
 #: CLI names of the registry kinds (``EnvSpec.kind`` -> label shown to people).
 KIND_LABELS: dict[str, str] = {"gymnasium": "single", "aec": "aec", "parallel": "parallel"}
 _KIND_BY_LABEL = {label: kind for kind, label in KIND_LABELS.items()}
+_KIND_WORDS = {"gymnasium": "single-agent", "aec": "turn-based (AEC)", "parallel": "PettingZoo Parallel"}
 
 _KWARG_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -175,11 +176,15 @@ def specs_for(env_id: str) -> list[Any]:
     return sorted(found, key=lambda s: order.get(s.kind, 3))
 
 
-def select_spec(env_id: str, kind: str | None, *, allowed: Iterable[str] | None = None) -> Any:
+def select_spec(
+    env_id: str, kind: str | None, *, allowed: Iterable[str] | None = None, command: str | None = None
+) -> Any:
     """The one registration of ``env_id`` to act on.
 
     ``kind`` (a registry kind) picks among registrations; without it the single-agent one wins
     and a note on stderr names the other kinds. ``allowed`` restricts the kinds a command handles.
+    ``command`` names a command without ``--kind`` (``envgym run``): its note says which
+    registration it plays and where the others play, instead of pointing to a flag it lacks.
     """
     specs = specs_for(env_id)
     allowed_set = set(allowed) if allowed is not None else None
@@ -193,9 +198,16 @@ def select_spec(env_id: str, kind: str | None, *, allowed: Iterable[str] | None 
         candidates = [s for s in specs if allowed_set is None or s.kind in allowed_set] or specs
         spec = candidates[0]
         others = [KIND_LABELS[s.kind] for s in specs if s is not spec]
-        if others:
+        if others and command is None:
             err_console().print(
                 f"note: {env_id} is also registered as {', '.join(others)}; pass --kind to choose.", soft_wrap=True
+            )
+        elif others:
+            err_console().print(
+                f"note: {env_id} is also registered as {', '.join(others)}; `{command}` plays its "
+                f"{_KIND_WORDS[spec.kind]} registration; `envgym play --kind {others[0]} {env_id}` plays the "
+                f"{others[0]} one.",
+                soft_wrap=True,
             )
     if allowed_set is not None and spec.kind not in allowed_set:
         labels = ", ".join(KIND_LABELS[k] for k in sorted(allowed_set))

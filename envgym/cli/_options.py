@@ -126,8 +126,9 @@ LimitOption = Annotated[
     typer.Option(
         "--limit",
         metavar="N",
-        help="Play only the first N episodes of the run (in order; with several ids, the first id's first). "
-        "The others stay to play: the same command without --limit, with the same --out, plays them.",
+        help="Play only the first N episodes of the run (in order). The others stay to play: the same command "
+        "without --limit, with the same --out, plays them. With several ids: the first id's episodes first, and "
+        "the run is those N (resume it with the same --limit).",
         show_default=False,
     ),
 ]

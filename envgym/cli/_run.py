@@ -262,7 +262,7 @@ def run_command(
     env_kwargs = parse_kwargs(kwargs)  # with several ids, every id gets them
     prompt_text = read_system_prompt(system_prompt)
     options = parse_kwargs(agent_options, flag="--agent-option")
-    specs = [select_spec(env_id, None, allowed=("gymnasium", "parallel")) for env_id in env_ids]
+    specs = [select_spec(env_id, None, allowed=("gymnasium", "parallel"), command="envgym run") for env_id in env_ids]
     ids = [s.id for s in specs]
     if len({s.kind for s in specs}) > 1:
         fail("give single-agent ids or PettingZoo Parallel ids, not both in one run.", EXIT_USAGE)
@@ -317,12 +317,13 @@ def run_command(
     )
     console = err_console()
     counts = {"ended": 0, "success": 0, "errors": 0}
+    played: list[Any] = []  # this session's episodes (a resumed run's earlier ones are not)
     display = LiveProgress(enabled=False if no_progress else None)
     display.start(f"{label} · {agent_spec}", len(config.task_list()))
     runner = Runner(
         config,
         out=out,
-        on_episode_end=lambda t: _tally(counts, t),
+        on_episode_end=lambda t: (_tally(counts, t), played.append(t)),
         on_progress=lambda **c: display.update(note=_note(counts), **c),
     )
     try:
@@ -351,8 +352,9 @@ def run_command(
         summaries = []
         for env_id in ids:
             mine = [t for t in result.trajectories if t.env_id == env_id]
+            now = [t for t in played if t.env_id == env_id]
             summaries.append(
-                {"env_id": env_id, "agent": result.summary["agent"], "seed": seed, **summarize(mine, wall)}
+                {"env_id": env_id, "agent": result.summary["agent"], "seed": seed, **summarize(mine, wall, played=now)}
             )
         if as_json:
             document: dict[str, Any] = {"runs": summaries, "combined": result.summary, "config": config.to_dict()}

@@ -159,6 +159,8 @@ class RunFolder:
         self._fresh = not (self.path / CONFIG_FILE).exists() and not (self.path / EPISODES_FILE).exists()
         self._created = not existed
         self._kept = False
+        #: The records this session appended, in order (summaries take this session's speed from them).
+        self.appended: list[Trajectory] = []
         try:
             self._open()
         except BaseException:
@@ -217,6 +219,7 @@ class RunFolder:
             self._file.write(data)
             self._file.flush()
             os.fsync(self._file.fileno())
+            self.appended.append(trajectory)
 
     def write_summary(self, summary: Mapping[str, Any]) -> None:
         if not self._owner.held:

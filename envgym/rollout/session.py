@@ -165,7 +165,9 @@ class RunSession:
 
     def summary(self, trajectories: Sequence[Trajectory], wall_s: float) -> dict[str, Any]:
         """The run's summary (:func:`~envgym.rollout.summary.summarize` with the run's ids)."""
-        summary = summarize(trajectories, wall_s)
+        # speed over what this session played: a resumed run's earlier records took other time
+        played = None if self.folder is None else self.folder.appended
+        summary = summarize(trajectories, wall_s, played=played)
         return {"env_id": self.config.env_id, "agent": self.agent_name, "seed": self.config.seed, **summary}
 
     # -- agent calls ----------------------------------------------------------------------------

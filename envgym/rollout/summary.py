@@ -19,13 +19,23 @@ from envgym.rollout.records import Trajectory
 __all__ = ["summarize", "summarize_multiagent"]
 
 
-def summarize(trajectories: Sequence[Trajectory], wall_time_s: float) -> dict[str, Any]:
+def summarize(
+    trajectories: Sequence[Trajectory], wall_time_s: float, *, played: Sequence[Trajectory] | None = None
+) -> dict[str, Any]:
     """Aggregate ``trajectories`` into a flat, JSON-ready dict.
+
+    Args:
+        trajectories: every episode of the run (a resumed run's earlier ones included).
+        wall_time_s: how long this session took to play ``played``.
+        played: the episodes this session played (default: all of ``trajectories``). Speed is
+            over these only: a resumed run's earlier episodes took time this session did not see.
 
     Keys: episodes (all), scored, success_rate, mean_return, std_return, mean_turns, steps,
     invalid_actions (total), invalid_per_episode, format_error_rate (chat agents, else None),
     mean_reward_components, termination_reasons, infra_errors (by reason), retries (extra
-    attempts over all episodes), prompt_tokens, completion_tokens, wall_time_s, steps_per_s.
+    attempts over all episodes), prompt_tokens, completion_tokens, wall_time_s (this session's),
+    steps_played (this session's steps), steps_per_s (steps_played / wall_time_s; None when this
+    session played nothing).
     """
     scored = [t for t in trajectories if t.scored]
     n = len(scored)
@@ -38,6 +48,7 @@ def summarize(trajectories: Sequence[Trajectory], wall_time_s: float) -> dict[st
     components = {k: (math.fsum(t.reward_components.get(k, 0.0) for t in scored) / n if n else 0.0) for k in keys}
     formats = [turn.format_ok for t in scored for turn in t.turns if turn.format_ok is not None]
     steps = sum(t.num_turns for t in trajectories)
+    steps_played = steps if played is None else sum(t.num_turns for t in played)
     return {
         "episodes": len(trajectories),
         "scored": n,
@@ -56,7 +67,8 @@ def summarize(trajectories: Sequence[Trajectory], wall_time_s: float) -> dict[st
         "prompt_tokens": sum(t.prompt_tokens for t in trajectories),
         "completion_tokens": sum(t.completion_tokens for t in trajectories),
         "wall_time_s": round(wall_time_s, 4),
-        "steps_per_s": round(steps / wall_time_s, 1) if wall_time_s > 0 else None,
+        "steps_played": steps_played,
+        "steps_per_s": round(steps_played / wall_time_s, 1) if wall_time_s > 0 and steps_played else None,
     }
 
 

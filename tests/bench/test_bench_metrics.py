@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from envgym.bench.compare import mcnemar_exact, sign_flip_test
@@ -169,4 +167,11 @@ def test_overall_is_the_macro_average_over_entries() -> None:
     assert overall["entries_scored"] == 2 and overall["infra_errors"] == {"env_error": 1}
     assert overall["success_rate_ci"] == pytest.approx([0.5, 0.5])  # no spread within either entry
     assert results["bootstrap"]["unit"].startswith("task")
-    assert math.isclose(overall["wall_time_s"], 5.5)
+    assert overall["wall_time_s"] is None  # not the sum of the entries' episode times (5.5): they overlap
+
+
+def test_overall_wall_time_is_the_elapsed_time_of_the_run() -> None:
+    entries = {"a": [traj(s, 0, success=True, reward=1.0) for s in range(4)], "b": [traj(9, 0, success=False, reward=0.0)]}
+    results = compute_results(entries, elapsed_s=0.75)
+    assert [e["wall_time_s"] for e in results["entries"]] == [pytest.approx(2.0), pytest.approx(0.5)]
+    assert results["overall"]["wall_time_s"] == 0.75

@@ -47,6 +47,7 @@ BENCH_KEYS = {
     "git_commit",
     "git_dirty",
     "entries",
+    "wall_time_s",
 }
 
 

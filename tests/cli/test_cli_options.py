@@ -53,6 +53,7 @@ DIFFERENT_HELP = {
     "--group-size": "train shows TrainConfig.group_size, run RunConfig.group_size",
     "--max-turns": "train shows TrainConfig.max_turns, run RunConfig.max_turns",
     "--limit": "run plays the first N episodes, bench run the first N entries of its suite",
+    "--reason": "leaderboard delete and rename each say which action the audit keeps the reason for",
 }
 
 #: Flags of ``run`` (and ``bench run``) -> the RunConfig / PromptConfig field they set.

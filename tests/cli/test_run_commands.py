@@ -298,3 +298,67 @@ def test_system_prompt_of_bench_run_reaches_every_entry_and_is_part_of_the_run(
         assert json.loads((out / "entries" / entry / "config.json").read_text())["prompt"]["system_prompt"] == SYSTEM
     other = invoke("bench", "run", str(suite_file), "--system-prompt", "Play {env_name}.", "-o", str(out))
     assert other.exit_code == 2 and "system_prompt" in other.stderr
+
+
+# ---------------------------------------------------------------- 5. the numbers the tables show
+def test_a_resumed_run_reports_the_speed_of_the_episodes_it_played(tmp_path: Path) -> None:
+    ids = [LAKE, "envgym/Sokoban-v0"]
+    out = tmp_path / "r"
+    assert invoke("run", *ids, "-n", "4", "-o", str(out)).exit_code == 0
+    lines = (out / "episodes.jsonl").read_text().splitlines(keepends=True)
+    (out / "episodes.jsonl").write_text("".join(lines[:5]))  # as if killed after 5 of 8 episodes
+    resumed = invoke("run", *ids, "-n", "4", "-o", str(out), "--json")
+    assert resumed.exit_code == 0, resumed.output
+    kept = {json.loads(line)["index"] for line in lines[:5]}
+    again = [t for t in load_trajectories(out) if t.index not in kept]
+    assert len(again) == 3
+    for summary in json.loads(resumed.stdout)["runs"]:
+        new = [t for t in again if t.env_id == summary["env_id"]]
+        assert summary["episodes"] == 4
+        assert summary["steps_played"] == sum(t.num_turns for t in new)  # this session's only
+        if new:
+            assert summary["steps_per_s"] == pytest.approx(summary["steps_played"] / summary["wall_time_s"], rel=1e-3)
+        else:
+            assert summary["steps_per_s"] is None  # nothing played: no speed, not 4 episodes over no time
+
+
+def test_a_resumed_one_id_run_reports_the_speed_of_its_new_episodes(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    assert invoke("run", "envgym/Sokoban-v0", "-n", "2", "-o", str(out)).exit_code == 0
+    resumed = invoke("run", "envgym/Sokoban-v0", "-n", "4", "-o", str(out), "--json")
+    assert resumed.exit_code == 0, resumed.output
+    summary = json.loads(resumed.stdout)
+    records = load_trajectories(out)
+    assert summary["steps"] == sum(t.num_turns for t in records)
+    assert summary["steps_played"] == sum(t.num_turns for t in records if t.seed >= 2)
+    assert summary["steps_per_s"] == pytest.approx(summary["steps_played"] / summary["wall_time_s"], rel=1e-3)
+    assert json.loads((out / "summary.json").read_text())["steps_per_s"] == summary["steps_per_s"]
+
+
+def test_bench_overall_wall_time_is_the_elapsed_time_not_the_sum_of_entries(tmp_path: Path, suite_file: Path) -> None:
+    out = tmp_path / "bench"
+    first = invoke("bench", "run", str(suite_file), "--limit", "1", "-o", str(out), "--json")
+    assert first.exit_code == 0, first.output
+    spent = json.loads((out / "bench.json").read_text())["wall_time_s"]
+    assert json.loads(first.stdout)["overall"]["wall_time_s"] == spent > 0
+    full = invoke("bench", "run", str(suite_file), "-o", str(out), "--json")
+    results = json.loads(full.stdout)
+    total = json.loads((out / "bench.json").read_text())["wall_time_s"]
+    assert results["overall"]["wall_time_s"] == total > spent  # the sessions' elapsed times add up
+    entries = [e["wall_time_s"] for e in results["entries"]]
+    assert results["overall"]["wall_time_s"] != pytest.approx(sum(entries))
+    summary = json.loads((out / "entries" / "sums" / "summary.json").read_text())
+    assert summary["steps_played"] == sum(t.num_turns for t in load_trajectories(out / "entries" / "sums"))
+
+
+# ---------------------------------------------------------------- 6. hints that name flags the command has
+def test_run_on_an_id_registered_twice_does_not_point_to_a_flag_it_lacks() -> None:
+    result = invoke("run", "envgym/Coop-GiftExchange-v0", "-n", "1")
+    assert result.exit_code == 0, result.output
+    note = next(line for line in result.stderr.splitlines() if line.startswith("note:"))
+    assert "--kind to choose" not in note
+    assert "`envgym run` plays its single-agent registration" in note
+    assert "envgym play --kind parallel envgym/Coop-GiftExchange-v0" in note
+    assert "--kind" not in invoke("run", "--help").output  # so the note must not ask for it
+    played = runner.invoke(app, ["play", "--kind", "parallel", "envgym/Coop-GiftExchange-v0", "--help"])
+    assert played.exit_code == 0  # the command the note names takes that flag
