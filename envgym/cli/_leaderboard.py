@@ -3,7 +3,9 @@
 The leaderboard's modules (SQLAlchemy, FastAPI, uvicorn) load only when a subcommand needs them,
 so ``envgym --help`` stays fast and works without the ``leaderboard`` extra.
 
-Tokens for a server (``submit --url``, ``delete --url``) come from ``--token-file`` or
+A run is ranked once: a bundle of episodes already on the board under another name is refused
+(naming the entry); ``rename`` changes an entry's name. Tokens for a server (``submit --url``,
+``rename --url``, ``delete --url``) come from ``--token-file`` or
 ``$ENVGYM_LEADERBOARD_TOKEN``; ``--token`` works too but warns, since any user of the machine
 sees a command line in ``ps``. Whatever a submitter wrote (agent and entry names) is printed
 through :func:`envgym.leaderboard.pages.plain`, so no terminal escape reaches the admin's screen.
