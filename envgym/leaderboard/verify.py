@@ -241,6 +241,11 @@ class VerifyConfig:
     isolate: bool | None = None
     """Replay in killable child processes: ``None`` when needed (environments that may block,
     parallel replays), ``True`` always, ``False`` never (limits are then checked between steps only)."""
+    episodes_per_entry: int | None = None
+    """A spot check: replay only the first N episodes (joint episodes) of every entry, in the
+    bundle's order, and score those. ``None`` (the default, and what the leaderboard uses): every
+    episode. Every check that reads the bundle (hash, suite, episode set, action caps) still covers
+    all of it; the result says it is partial (:attr:`Verified.spot_check`)."""
 
     @property
     def cpu_budget(self) -> float:
@@ -267,6 +272,9 @@ class VerifyConfig:
             raise ConfigError(f"parallel_threshold must be an integer >= 0, got {self.parallel_threshold!r}.")
         if not isinstance(self.max_infra_fraction, (int, float)) or not 0 <= self.max_infra_fraction <= 1:
             raise ConfigError(f"max_infra_fraction must be in [0, 1], got {self.max_infra_fraction!r}.")
+        per_entry = self.episodes_per_entry
+        if per_entry is not None and (isinstance(per_entry, bool) or not isinstance(per_entry, int) or per_entry < 1):
+            raise ConfigError(f"episodes_per_entry must be an integer >= 1 or None, got {per_entry!r}.")
 
 
 @dataclass
@@ -277,6 +285,9 @@ class Verified:
     suite: Suite
     outcomes: list[EpisodeOutcome] = field(default_factory=list)
     scores: Scores | None = None
+    spot_check: bool = False
+    """Only some episodes were replayed (:attr:`VerifyConfig.episodes_per_entry`): not a
+    verification to rank by."""
 
 
 # -- one episode -----------------------------------------------------------------------------------
@@ -1091,6 +1102,11 @@ def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: Verif
         _check_action_lengths(env_id, episodes, action_cap(env_id, config))
         # A multi-agent entry replays joint episodes: each (seed, trial)'s records, in agent order.
         by_entry[name] = episodes if agents is None else _joint_episodes(episodes, agents)
+    spot_check = config.episodes_per_entry is not None and any(
+        len(replays) > config.episodes_per_entry for replays in by_entry.values()
+    )
+    if spot_check:
+        by_entry = {name: replays[: config.episodes_per_entry] for name, replays in by_entry.items()}
     parallel = config.workers > 1 and len(bundle.episodes) >= config.parallel_threshold
     isolate = config.isolate
     if isolate is None:
@@ -1109,7 +1125,7 @@ def verify_bundle(bundle: Bundle | str | os.PathLike[str] | bytes, config: Verif
             f"{config.max_infra_fraction:.0%} allowed; re-run them (a bench run resumes) before submitting."
         )
     scores = compute_scores(outcomes, [(e.name, e.env) for e in suite.entries], trials=bundle.manifest["trials"])
-    return Verified(bundle=bundle, suite=suite, outcomes=outcomes, scores=scores)
+    return Verified(bundle=bundle, suite=suite, outcomes=outcomes, scores=scores, spot_check=spot_check)
 
 
 def _check_action_lengths(env_id: str, episodes: Sequence[Mapping[str, Any]], cap: int) -> None:

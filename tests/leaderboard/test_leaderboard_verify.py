@@ -18,6 +18,7 @@ import pytest
 from test_leaderboard_support import SUITE_ID, bundles_fixture, runs_fixture, suite_dir_fixture  # noqa: F401 - fixtures
 
 from envgym.bench.metrics import pass_hat
+from envgym.errors import ConfigError
 from envgym.leaderboard.bundle import (
     Bundle,
     BundleError,
@@ -421,3 +422,34 @@ def test_published_schema_describes_real_bundles(bundles: dict[str, Bundle]) -> 
     broken = copy.deepcopy(bundles["oracle"].episodes[0])
     broken["turns"][0]["reward"] = "1.0"
     assert not validator.is_valid(broken)
+
+
+# -- spot checks (a test's quick replay; the leaderboard replays every episode) ----------------------
+
+
+def test_a_spot_check_replays_the_first_episodes_of_every_entry_and_says_so(bundles: dict[str, Bundle]) -> None:
+    bundle = bundles["oracle"]
+    full = verify_bundle(bundle)
+    spot = verify_bundle(bundle, VerifyConfig(episodes_per_entry=1))
+    assert not full.spot_check and spot.spot_check
+    entries = {e["entry"] for e in bundle.episodes}
+    assert len(full.outcomes) == len(bundle.episodes) > len(entries)
+    assert len(spot.outcomes) == len(entries)
+    first = {}
+    for episode in bundle.episodes:
+        first.setdefault(episode["entry"], episode["seed"])
+    assert {(o.entry, o.seed) for o in spot.outcomes} == set(first.items())
+    # as many as there are: not a spot check
+    assert not verify_bundle(bundle, VerifyConfig(episodes_per_entry=len(bundle.episodes))).spot_check
+
+
+def test_a_spot_check_still_reads_the_whole_bundle(bundles: dict[str, Bundle]) -> None:
+    bundle = bundles["oracle"]
+    last = bundle.episodes[-1]
+    assert last["seed"] != _first(bundle, lambda e: e["entry"] == last["entry"])["seed"]  # not replayed
+    unhashed = _edited(bundle, lambda b: b.episodes[-1].update(reward=123.0), rehash=False)
+    with pytest.raises(VerificationError, match="content hash mismatch"):
+        verify_bundle(unhashed, VerifyConfig(episodes_per_entry=1))
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ConfigError, match="episodes_per_entry"):
+            VerifyConfig(episodes_per_entry=bad)
