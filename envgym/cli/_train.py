@@ -13,7 +13,11 @@ only rank 0 prints.
 
 from __future__ import annotations
 
+import inspect
 import os
+import types
+import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -22,7 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from envgym.cli._common import echo_json, err_console, fmt_float, handle_errors, out_console, parse_kwargs
-from envgym.cli._options import KEY_VALUE, JsonOption, NoProgressOption, config_help, out_option
+from envgym.cli._options import KEY_VALUE, JsonOption, NoProgressOption, config_help
 from envgym.errors import ConfigError
 from envgym.progress import Progress
 from envgym.trainer.checkpoint import list_checkpoints
@@ -108,28 +112,72 @@ def _progress_line(row: dict[str, Any], total: int) -> str:
     return "  ".join(parts)
 
 
+#: The flags that set a :class:`TrainConfig` field, declared once: ``(field, long flag, short flag)``.
+#: Each flag's type and help come from its field (:func:`field_options`); every other setting is
+#: ``--set KEY=VALUE`` (``--kwargs`` adds to ``env_kwargs`` instead of replacing it).
+TRAIN_FLAGS: tuple[tuple[str, str, str | None], ...] = (
+    ("env_id", "--env", "-e"),
+    ("algo", "--algo", None),
+    ("model", "--model", "-m"),
+    ("updates", "--updates", "-u"),
+    ("group_size", "--group-size", "-g"),
+    ("groups_per_update", "--groups", None),
+    ("lr", "--lr", None),
+    ("max_turns", "--max-turns", None),
+    ("max_new_tokens", "--max-new-tokens", None),
+    ("eval_every", "--eval-every", None),
+    ("seed", "--seed", None),
+    ("device", "--device", None),
+    ("out", "--out", "-o"),
+    ("task_pool", "--task-pool", None),
+    ("rollout_backend", "--rollout-backend", None),
+    ("rollout_workers", "--rollout-workers", None),
+)
+
+
+def _flag_type(config: type, name: str) -> type:
+    """The command-line type of ``config``'s field ``name``: its annotation without ``None``, and
+    without ``str`` where ``str`` only spells ``auto`` (``int | str``: an int flag)."""
+    hint = typing.get_type_hints(config)[name]
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    options = [t for t in (typing.get_args(hint) if union else (hint,)) if t is not type(None)]
+    for kind in (bool, int, float, str):
+        if kind in options:
+            return kind
+    raise TypeError(f"{config.__name__}.{name} ({hint}) has no command-line type; set it with --set")
+
+
+def field_options(config: type, flags: Sequence[tuple[str, str, str | None]]) -> list[inspect.Parameter]:
+    """One parameter per ``(field, long, short)`` of ``flags`` (passed by name): a Typer option of the
+    field's type (:func:`_flag_type`), its help the field's documentation, default ``None``
+    (unset: the file's or the default value stays)."""
+    params = []
+    for name, long, short in flags:
+        option = typer.Option(long, *([short] if short else []), help=config_help(config, name), show_default=False)
+        annotation = Annotated[_flag_type(config, name) | None, option]  # type: ignore[valid-type]
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=annotation)
+        )
+    return params
+
+
+def _with_field_flags(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``command`` (taking the field flags as ``**fields``) with a signature that declares them."""
+    signature = inspect.signature(command, eval_str=True)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    generated = field_options(TrainConfig, TRAIN_FLAGS)
+    # --config first, then the field flags, then the rest (the order of --help)
+    command.__signature__ = signature.replace(parameters=[*fixed[:1], *generated, *fixed[1:]])  # type: ignore[attr-defined]
+    return command
+
+
+@_with_field_flags
 @handle_errors
 def train_command(
     config_file: Annotated[
         Path | None,
         typer.Option("--config", "-c", help="YAML or JSON file of training settings (flags override it)."),
     ] = None,
-    env: Annotated[str | None, typer.Option("--env", "-e", help=_help("env_id"))] = None,
-    algo: Annotated[str | None, typer.Option("--algo", help=_help("algo"))] = None,
-    model: Annotated[str | None, typer.Option("--model", "-m", help=_help("model"))] = None,
-    updates: Annotated[int | None, typer.Option("--updates", "-u", help=_help("updates"))] = None,
-    group_size: Annotated[int | None, typer.Option("--group-size", "-g", help=_help("group_size"))] = None,
-    groups: Annotated[int | None, typer.Option("--groups", help=_help("groups_per_update"))] = None,
-    lr: Annotated[float | None, typer.Option("--lr", help=_help("lr"))] = None,
-    max_turns: Annotated[int | None, typer.Option("--max-turns", help=_help("max_turns"))] = None,
-    max_new_tokens: Annotated[int | None, typer.Option("--max-new-tokens", help=_help("max_new_tokens"))] = None,
-    eval_every: Annotated[int | None, typer.Option("--eval-every", help=_help("eval_every"))] = None,
-    seed: Annotated[int | None, typer.Option("--seed", help=_help("seed"))] = None,
-    device: Annotated[str | None, typer.Option("--device", help=_help("device"))] = None,
-    out: Annotated[str | None, out_option(_help("out"))] = None,
-    task_pool: Annotated[int | None, typer.Option("--task-pool", help=_help("task_pool"))] = None,
-    rollout_backend: Annotated[str | None, typer.Option("--rollout-backend", help=_help("rollout_backend"))] = None,
-    rollout_workers: Annotated[int | None, typer.Option("--rollout-workers", help=_help("rollout_workers"))] = None,
     kwargs: Annotated[list[str] | None, typer.Option("--kwargs", help=f"{_help('env_kwargs')} {KEY_VALUE}")] = None,
     settings: Annotated[
         list[str] | None,
@@ -144,6 +192,7 @@ def train_command(
     ] = False,
     no_progress: NoProgressOption = False,
     as_json: JsonOption = False,
+    **fields: Any,
 ) -> None:
     """Train a policy with RL (GRPO, Dr. GRPO, RLOO, PPO, GiGPO) on an environment.
 
@@ -153,26 +202,8 @@ def train_command(
     """
     data: dict[str, Any] = read_config_file(config_file) if config_file is not None else {}
     overrides = _parse_set(settings)
-    flags = {
-        "env_id": env,
-        "algo": algo,
-        "model": model,
-        "updates": updates,
-        "group_size": group_size,
-        "groups_per_update": groups,
-        "lr": lr,
-        "max_turns": max_turns,
-        "max_new_tokens": max_new_tokens,
-        "eval_every": eval_every,
-        "seed": seed,
-        "device": device,
-        "out": out,
-        "task_pool": task_pool,
-        "rollout_backend": rollout_backend,
-        "rollout_workers": rollout_workers,
-    }
     data.update(overrides)
-    data.update({k: v for k, v in flags.items() if v is not None})
+    data.update({k: v for k, v in fields.items() if v is not None})
     if kwargs:
         data["env_kwargs"] = {**dict(data.get("env_kwargs") or {}), **parse_kwargs(kwargs)}
     if "env_id" not in data:
