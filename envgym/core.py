@@ -47,6 +47,7 @@ __all__ = [
     "TerminationReason",
     "TextEnv",
     "Transition",
+    "basis_of",
     "check_init_kwargs",
     "extract_action",
 ]
@@ -201,6 +202,19 @@ class _WeightedComponents:
         return f"WeightedComponents({self.weights or 'all 1.0'})"
 
 
+def basis_of(rubric: Any, components: tuple[str, ...]) -> tuple[str, ...]:
+    """The components a rubric builds the scalar reward from, in ``components`` order: those of
+    non-zero weight for component weights, those it reads for an ``envgym.rubric`` tree, and all
+    of them for any other callable (it may read any)."""
+    if isinstance(rubric, _WeightedComponents):
+        weights = rubric.weights or {}
+        return tuple(c for c in components if weights.get(c, 1.0) != 0)
+    read = getattr(rubric, "components", None)
+    if isinstance(read, (set, frozenset)):
+        return tuple(c for c in components if c in read)
+    return tuple(components)
+
+
 def check_init_kwargs(cls: type, base: type) -> None:
     """Make ``cls(**kwargs)`` reject unknown keyword arguments with a "did you mean" error.
 
@@ -265,6 +279,10 @@ class TextEnv(gym.Env[str, str]):
     name: ClassVar[str] = "text"
     #: Every reward component this environment can emit; all appear in every ``info``.
     reward_components: ClassVar[tuple[str, ...]] = ("success_reward", "invalid_action_reward", "step_cost_reward")
+    #: The components the default scalar reward is built from (the rest are diagnostic); every
+    #: class that declares ``reward_components`` declares this too (the family contract checks
+    #: it). An instance's own basis, under its ``reward=``, is ``info["reward_basis"]``.
+    reward_basis: ClassVar[tuple[str, ...]] = ("success_reward", "invalid_action_reward", "step_cost_reward")
     #: Turn limit when ``max_turns`` is not given.
     default_max_turns: ClassVar[int] = 100
     #: Tags whose content is taken as the action (``<action>up</action>``).
@@ -315,6 +333,7 @@ class TextEnv(gym.Env[str, str]):
         self.observation_space = Text(MAX_TEXT_LENGTH)
         self.action_space = Text(MAX_TEXT_LENGTH)
         self._zero_components = dict.fromkeys(self.reward_components, 0.0)
+        self._basis = basis_of(self._rubric, self.reward_components)
         self._task: Task | None = None
         self._task_dict: dict[str, Any] = {}
         self._observation = ""
@@ -376,8 +395,9 @@ class TextEnv(gym.Env[str, str]):
         return self._turn
 
     @classmethod
-    def env_card(cls) -> str:
-        """The environment card: the class docstring."""
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The environment card: the class docstring (``kwargs``: the registered kwargs of an id,
+        for classes whose card depends on them)."""
         return inspect.getdoc(cls) or cls.__name__
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
@@ -492,6 +512,7 @@ class TextEnv(gym.Env[str, str]):
             "termination_reason": reason.value if reason is not None else None,
             "turn": self._turn,
             "invalid_actions": self._invalid,
+            "reward_basis": list(self._basis),
         }
         progress = self.progress()
         if progress is not None:

@@ -18,6 +18,7 @@ from envgym.cli._bench import bench_app
 from envgym.cli._catalog import info_command, list_command
 from envgym.cli._check import check_command
 from envgym.cli._leaderboard import leaderboard_app
+from envgym.cli._newfamily import new_family_command
 from envgym.cli._play import play_command
 from envgym.cli._run import run_all_command, run_command
 from envgym.cli._train import train_command
@@ -61,6 +62,7 @@ app.add_typer(bench_app, name="bench")
 app.command("train")(train_command)
 app.add_typer(leaderboard_app, name="leaderboard")
 app.add_typer(webshop_app, name="webshop")
+app.command("new-family")(new_family_command)
 
 
 def main() -> None:

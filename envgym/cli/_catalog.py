@@ -127,14 +127,12 @@ def _arguments(cls: type) -> list[dict[str, Any]]:
 
 
 def _card(cls: Any, spec: Any) -> str:
-    """The env card: ``cls.env_card()`` (or ``cls.env_card(kwargs)`` for classes that serve several
-    environments and pick the card from the registered kwargs), else the class docstring."""
+    """The env card: ``cls.env_card(kwargs)`` with the registered kwargs (one signature for every
+    family: the family contract, :mod:`envgym.families`), else the class docstring."""
     getter = getattr(cls, "env_card", None)
     if getter is None:
         return inspect.getdoc(cls) or cls.__name__
-    if inspect.signature(getter).parameters:
-        return getter(dict(spec.kwargs))
-    return getter()
+    return getter(dict(spec.kwargs))
 
 
 def describe_spec(spec: Any) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import inspect
 import math
 import random
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -70,6 +71,13 @@ class TextAECEnv(TextSpaces, AECEnv[str, str, str]):
     players: ClassVar[tuple[str, ...]] = ("player_0", "player_1")
     #: Reward components every agent's info carries.
     reward_components: ClassVar[tuple[str, ...]] = (
+        "success_reward",
+        "loss_reward",
+        "draw_reward",
+        "invalid_action_reward",
+    )
+    #: The components every agent's reward is built from (their sum; none is diagnostic).
+    reward_basis: ClassVar[tuple[str, ...]] = (
         "success_reward",
         "loss_reward",
         "draw_reward",
@@ -199,8 +207,8 @@ class TextAECEnv(TextSpaces, AECEnv[str, str, str]):
         return self._task
 
     @classmethod
-    def env_card(cls) -> str:
-        """The environment card: the class docstring."""
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The environment card: the class docstring (``kwargs``: the registered kwargs of an id)."""
         return inspect.getdoc(cls) or cls.__name__
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
@@ -372,4 +380,5 @@ class TextAECEnv(TextSpaces, AECEnv[str, str, str]):
             "termination_reason": reason.value if reason is not None else None,
             "turn": self._turns[agent],
             "invalid_actions": self._invalid[agent],
+            "reward_basis": list(self.reward_basis),
         }

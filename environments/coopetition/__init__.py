@@ -19,6 +19,21 @@ from envgym.environments.coopetition.catalog import GAMES
 from envgym.registration import EnvSpec
 
 FAMILY = "coopetition"
+#: The family contract's data (envgym.families): its suite, perf script and waivers.
+CONTRACT = {
+    "suite": "coopetition-v1",
+    "perf": "benchmarks/perf/coopetition.py",
+    "oracle_waivers": {
+        "envgym.environments.coopetition.api:CoopEnv": (
+            "the numeric joint-action view is for classic RL; the oracle plays the text view "
+            "(envgym.agents.solvers.coopetition), which coopetition-v1 runs"
+        ),
+        "envgym.environments.coopetition.api:CoopParallelEnv": (
+            "the numeric PettingZoo view is for classic multi-agent RL; the oracle plays the text view "
+            "(envgym.agents.solvers.coopetition), which coopetition-v1 runs"
+        ),
+    },
+}
 
 SPECS: list[EnvSpec] = [
     spec

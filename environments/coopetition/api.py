@@ -132,14 +132,16 @@ def _joint_text(text: str, n: int) -> list[float] | str:
         return f"expected {n} numbers (one contribution per agent) such as {example!r}, got {text!r:.60}"
 
 
-def _env_card(view: type, kwargs: Mapping[str, Any] | None) -> str:
-    """The game's docstring (its card), then the first paragraph of the view's."""
-    view_doc = (inspect.getdoc(view) or "").split("\n\n")[0]
+def env_card_of(view: type, kwargs: Mapping[str, Any] | None) -> str:
+    """The card of the game named in ``kwargs["game"]``: the game's title, the view's card (its
+    sections), then the game's docstring as the **Game.** section (last: its formulas may hold
+    ``**`` powers)."""
+    card = inspect.getdoc(view) or view.__name__
     name = (kwargs or {}).get("game")
     if not name:
-        return inspect.getdoc(view) or view.__name__
-    game_doc = inspect.getdoc(game_class(name)) or name
-    return f"{game_doc}\n\nView: {view_doc}"
+        return card
+    title, _, body = (inspect.getdoc(game_class(name)) or name).partition("\n\n")
+    return f"{title}\n\n{card}\n\n**Game.** {body}" if body else f"{title}\n\n{card}"
 
 
 class _Episode:
@@ -193,6 +195,9 @@ class _Episode:
             "game": self.name,
             "reward_mode": game.reward_mode,
             "endowments": tuple(float(e) for e in game.endowments),
+            # only a game whose early end counts as success can succeed; the others are scored by
+            # their returns, and summaries show their success as not defined (envgym.rollout.summary)
+            "success_defined": game.termination_outcome() == "success",
         }
 
     def invalid_round(self, problems: Mapping[int, str]) -> None:
@@ -241,26 +246,48 @@ class _View:
     """What every view of a game shares: its reward components, splits and card."""
 
     reward_components = COMPONENTS
+    reward_basis = COMPONENTS  # their sum is the reward: none is diagnostic
     splits = SPLITS
 
     @classmethod
     def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
         """The card of the game named in ``kwargs["game"]`` (``envgym info`` passes the registered kwargs)."""
-        return _env_card(cls, kwargs)
+        return env_card_of(cls, kwargs)
 
 
 class CoopEnv(_View, gymnasium.Env[np.ndarray, np.ndarray]):
-    """Gymnasium joint-action view: one action holds every agent's contribution (``Box(0, max e, (n,))``),
-    the observation is the reference's joint vector, the reward the sum over agents (``reward=``
+    """Gymnasium joint-action view of a coopetition game, for centralised classic RL.
+
+    **Description.** One action holds every agent's contribution (``Box(0, max e, (n,))``), the
+    observation is the reference's joint vector, the reward the sum over agents (``reward=``
     picks another) with the per-agent rewards in ``info["rewards"]``.
 
-    Args:
-        game: the game's name (``TrustDilemma``; the registry passes it).
-        reward: the scalar reward: ``sum`` (default), ``mean`` or ``agent_<i>``.
-        split: ``train`` (default) or ``test`` (the reference's seeding).
-        invalid_limit: invalid actions in a row that end the episode.
-        render_mode: ``None`` or ``ansi``.
-        kwargs: the game's own parameters and ``reward_mode`` / ``normalize`` / ``reward_scale``.
+    **Observation.** The reference's joint vector: actions, trust, reputation, ``D`` and the step.
+
+    **Actions.** Every agent's contribution at once, ``Box(0, max e, (n,))``, as an array or as
+    text (``"12.5 30"``, ``"[12.5, 30]"``: what ``envgym run``'s agents send); finite numbers
+    outside ``[0, e_i]`` are clipped as in the reference; NaN or the wrong count is invalid.
+
+    **Reward components.** ``payoff_reward``: the scalar (``reward=``) of the agents' own payoffs,
+    what the reward would be in the private mode; ``social_reward``: what the reward mode adds
+    (0 in the private mode).
+
+    **Reward basis.** ``payoff_reward`` and ``social_reward``: the reward is their sum (in
+    every reward mode), so none is diagnostic.
+
+    **Episode end.** The game's own early termination, the horizon, or ``invalid_limit`` invalid
+    actions in a row (see the module docstring).
+
+    **Arguments.**
+
+    * ``game``: the game's name (``TrustDilemma``; the registry passes it).
+    * ``reward``: the scalar reward: ``sum`` (default), ``mean`` or ``agent_<i>``.
+    * ``split``: ``train`` (default) or ``test`` (the reference's seeding).
+    * ``invalid_limit``: invalid actions in a row that end the episode.
+    * ``render_mode``: ``None`` or ``ansi``.
+    * ``kwargs``: the game's own parameters and ``reward_mode`` / ``normalize`` / ``reward_scale``.
+
+    **Version history.** ``v0``: first release.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
@@ -317,6 +344,7 @@ class CoopEnv(_View, gymnasium.Env[np.ndarray, np.ndarray]):
             termination_reason=episode.reason,
             turn=episode.game.step_count,
             invalid_actions=sum(episode.invalid),
+            reward_basis=list(COMPONENTS),
             rewards=[float(r) for r in rewards],
             payoffs=[float(p) for p in payoffs],
             **episode.numbers(),
@@ -382,16 +410,36 @@ class CoopEnv(_View, gymnasium.Env[np.ndarray, np.ndarray]):
 
 
 class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
-    """PettingZoo Parallel view: agents ``agent_0 ..`` each send a contribution (``Box(0, e_i, (1,))``)
-    and observe what ``obs_config`` shows them; ``envgym.make_aec`` of the same id gives the AEC form
-    (moves buffered until the round is complete, then played at once).
+    """PettingZoo Parallel view of a coopetition game, for multi-agent classic RL.
 
-    Args:
-        game: the game's name (the registry passes it).
-        obs_config: what each agent observes: a preset name (``realistic_asymmetry`` default,
-            ``full_observability``, ``minimal``), a dict of :class:`~.game.ObservationConfig`
-            fields, or a config.
-        split, invalid_limit, render_mode, kwargs: as :class:`CoopEnv`.
+    **Description.** Agents ``agent_0 ..`` each send a contribution and observe what
+    ``obs_config`` shows them; ``envgym.make_aec`` of the same id gives the AEC form (moves
+    buffered until the round is complete, then played at once).
+
+    **Observation.** Per agent, the numbers ``obs_config`` shows it (information asymmetry;
+    :class:`~.game.ObservationConfig`).
+
+    **Actions.** Per agent, a contribution ``Box(0, e_i, (1,))``; finite numbers outside are
+    clipped as in the reference; NaN, the wrong shape or a missing agent is invalid.
+
+    **Reward components.** Per agent: ``payoff_reward`` (its own payoff, what its reward would be
+    in the private mode) and ``social_reward`` (what the reward mode adds: 0 in the private mode).
+
+    **Reward basis.** ``payoff_reward`` and ``social_reward``: each agent's reward is their sum (in
+    every reward mode), so none is diagnostic.
+
+    **Episode end.** The game's own early termination, the horizon, or ``invalid_limit`` invalid
+    actions in a row from one agent (see the module docstring).
+
+    **Arguments.**
+
+    * ``game``: the game's name (the registry passes it).
+    * ``obs_config``: what each agent observes: a preset name (``realistic_asymmetry`` default,
+      ``full_observability``, ``minimal``), a dict of :class:`~.game.ObservationConfig` fields,
+      or a config.
+    * ``split``, ``invalid_limit``, ``render_mode``, ``kwargs``: as :class:`CoopEnv`.
+
+    **Version history.** ``v0``: first release.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"], "name": "coopetition_v0", "is_parallelizable": True}
@@ -470,6 +518,7 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
                 "termination_reason": episode.reason,
                 "turn": turn,
                 "invalid_actions": episode.invalid[i],
+                "reward_basis": list(COMPONENTS),
                 "rewards": list(reward_list),
                 "payoffs": list(payoff_list),
                 "agent": agent,

@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import numpy as np
-from envgym.environments.coopetition.api import COMPONENTS, DEFAULT_INVALID_LIMIT, _Episode
+from envgym.environments.coopetition.api import COMPONENTS, DEFAULT_INVALID_LIMIT, _Episode, env_card_of
 from envgym.environments.coopetition.game import MECHANISMS
 from pettingzoo import ParallelEnv
 
@@ -142,31 +142,38 @@ def parse_answer(action: Any, endowment: float) -> tuple[float, str | None]:
 class CoopTextEnv(TextSpaces, ParallelEnv[str, str, str]):
     """A Coopetition-Gym game for LLM agents: the round, history and trust in words; answers in text.
 
-    Observation (per agent, a ``str``): the game and the agent's role, its endowment and what a
+    **Description.** The game of ``game`` (its card: ``envgym info envgym/Coop-<Name>-Text-v0``)
+    played by LLM agents through PettingZoo's Parallel API, optionally talking to each other.
+
+    **Observation.** Per agent, a ``str``: the game and the agent's role, its endowment and what a
     contribution does, the reward mode, the round and horizon, the last ``history_rounds`` rounds'
     contributions of everyone, the agent's trust toward each other agent and the reputation
     damage it holds against them (words and numbers), its last reward and payoff, the messages
     the others sent last round (``messages=True``), and why the last round was not played when
     an answer was invalid.
 
-    Actions: text holding one contribution in ``[0, e_i]`` (``<action>40</action>``,
+    **Actions.** Text holding one contribution in ``[0, e_i]`` (``<action>40</action>``,
     ``contribute 40``), optionally with ``say: <message>`` (see the module docstring).
 
-    Reward components: ``payoff_reward`` (the agent's own payoff) and ``social_reward`` (what the
-    reward mode adds: 0 in the private mode), as :class:`~.api.CoopParallelEnv`.
+    **Reward components.** ``payoff_reward`` (the agent's own payoff) and ``social_reward`` (what
+    the reward mode adds: 0 in the private mode), as :class:`~.api.CoopParallelEnv`.
 
-    Episode end: the game's own early termination (``failure`` or ``success`` per game), the
+    **Reward basis.** ``payoff_reward`` and ``social_reward``: each agent's reward is their sum (in
+    every reward mode), so none is diagnostic.
+
+    **Episode end.** The game's own early termination (``failure`` or ``success`` per game), the
     horizon (``max_turns``), or ``invalid_limit`` invalid answers in a row from one agent.
 
-    Arguments:
-        game: the game's name (the registry passes it).
-        messages: let agents send each other a short message every round.
-        max_message_chars: longest message delivered (longer ones are cut).
-        history_rounds: how many past rounds the observation lists (>= 1).
-        split, invalid_limit, render_mode: as :class:`~.api.CoopParallelEnv`.
-        kwargs: the game's parameters and ``reward_mode`` / ``normalize`` / ``reward_scale``.
+    **Arguments.**
 
-    Version history: v0, first version.
+    * ``game``: the game's name (the registry passes it).
+    * ``messages``: let agents send each other a short message every round.
+    * ``max_message_chars``: longest message delivered (longer ones are cut).
+    * ``history_rounds``: how many past rounds the observation lists (>= 1).
+    * ``split``, ``invalid_limit``, ``render_mode``: as :class:`~.api.CoopParallelEnv`.
+    * ``kwargs``: the game's parameters and ``reward_mode`` / ``normalize`` / ``reward_scale``.
+
+    **Version history.** ``v0``: first release.
     """
 
     #: The oracle's module: ``envgym.agents.solvers.coopetition``.
@@ -177,6 +184,12 @@ class CoopTextEnv(TextSpaces, ParallelEnv[str, str, str]):
         "is_parallelizable": True,
     }
     reward_components = COMPONENTS
+    reward_basis = COMPONENTS  # their sum is each agent's reward: none is diagnostic
+
+    @classmethod
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The card of the game named in ``kwargs["game"]``, then this view's."""
+        return env_card_of(cls, kwargs)
 
     def __init__(
         self,
@@ -347,6 +360,7 @@ class CoopTextEnv(TextSpaces, ParallelEnv[str, str, str]):
                 termination_reason=episode.reason,
                 turn=self._turns[i],
                 invalid_actions=episode.invalid[i],
+                reward_basis=list(COMPONENTS),
                 round=self.game.step_count,
                 rewards=[float(r) for r in rewards],
                 payoffs=[float(p) for p in payoffs],

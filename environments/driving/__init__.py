@@ -14,6 +14,8 @@ from __future__ import annotations
 from envgym.registration import EnvSpec
 
 FAMILY = "driving"
+#: The family contract's data (envgym.families): its suite, perf script and waivers.
+CONTRACT = {"suite": "driving-v1", "perf": "benchmarks/perf/driving.py"}
 _TEXT = "envgym.environments.driving.env:DriveEnv"
 _NUMERIC = "envgym.environments.driving.env:DriveKinematicsEnv"
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import inspect
 import math
 import random
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -21,7 +22,7 @@ import numpy as np
 from envgym.environments.driving.scene import describe, describe_actions, parse_meta_action
 from envgym.environments.driving.sim import DriveSim, simulator_seed
 
-from envgym.core import RewardContext, Task, TerminationReason, TextEnv, Transition, check_init_kwargs
+from envgym.core import RewardContext, Task, TerminationReason, TextEnv, Transition, basis_of, check_init_kwargs
 from envgym.errors import InvalidKwargsError, ResetNeededError, check_choice
 from envgym.rubric import Lexicographic, Rubric, Sum, Term
 
@@ -35,6 +36,19 @@ REWARD_MODES: tuple[str, ...] = ("highway", "carl", "preordered")
 ACTION_NUMBERS: tuple[str, ...] = ("list", "fixed")
 #: Name of the family in task ids and seeds (text and numeric views share seeds).
 NAME = "driving"
+#: Reward components of every scenario (each adds highway-env's own terms as ``highway_<term>``).
+COMPONENTS: tuple[str, ...] = (
+    "env_reward",
+    "progress_reward",
+    "speed_factor",
+    "ttc_factor",
+    "comfort_factor",
+    "carl_reward",
+    "safety_reward",
+    "comfort_reward",
+    "invalid_action_reward",
+    "step_cost_reward",
+)
 
 
 def reward_rubric(mode: str) -> Rubric:
@@ -102,6 +116,13 @@ class DriveEnv(TextEnv):
     :class:`envgym.rubric.Lexicographic`; the priority tuple is in ``info["reward_priorities"]``).
     ``reward=`` (any rubric) overrides it.
 
+    **Reward basis.** Set by ``reward_mode`` (``info["reward_basis"]`` names the instance's):
+    ``highway`` (default) ``env_reward``, ``invalid_action_reward`` and ``step_cost_reward``;
+    ``carl`` ``carl_reward`` and the two costs; ``preordered`` ``safety_reward``,
+    ``progress_reward``, ``comfort_reward`` and the two costs. The rest are diagnostic: the
+    ``highway_<term>`` terms, ``speed_factor``, ``ttc_factor``, ``comfort_factor`` (and the
+    components of the modes not chosen).
+
     **Episode end.** ``terminated`` on a collision or leaving the road (failure); on success:
     surviving the time limit (highway, roundabout), passing 370 m (merge), arriving (intersection);
     ``terminated`` with failure when time runs out first on merge and intersection; ``truncated``
@@ -133,6 +154,10 @@ class DriveEnv(TextEnv):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi", "human", "rgb_array"], "render_fps": 1}
     name: ClassVar[str] = NAME
+    #: The components of every scenario (an instance adds its scenario's ``highway_<term>`` terms).
+    reward_components: ClassVar[tuple[str, ...]] = COMPONENTS
+    #: The default ``reward_mode``'s (``highway``); an instance's is ``info["reward_basis"]``.
+    reward_basis: ClassVar[tuple[str, ...]] = ("env_reward", "invalid_action_reward", "step_cost_reward")
     #: Float tolerance of a leaderboard replay (see **Replay** above).
     replay_tolerance: ClassVar[float] = 1e-4
     action_tags: ClassVar[tuple[str, ...]] = ("action", "answer")
@@ -294,6 +319,13 @@ class DriveKinematicsEnv(gym.Env[np.ndarray, int]):
     **Reward components, reward modes.** As :class:`DriveEnv` (``reward_mode``: ``highway``,
     ``carl``, ``preordered``).
 
+    **Reward basis.** Set by ``reward_mode`` (``info["reward_basis"]`` names the instance's):
+    ``highway`` (default) ``env_reward``, ``invalid_action_reward`` and ``step_cost_reward``;
+    ``carl`` ``carl_reward`` and the two costs; ``preordered`` ``safety_reward``,
+    ``progress_reward``, ``comfort_reward`` and the two costs. The rest are diagnostic: the
+    ``highway_<term>`` terms, ``speed_factor``, ``ttc_factor``, ``comfort_factor`` (and the
+    components of the modes not chosen).
+
     **Episode end.** ``terminated`` on a collision, leaving the road or reaching the goal
     (surviving the time limit counts as reaching it on highway and roundabout); ``truncated``
     when time runs out first on merge and intersection, or after ``max_turns`` steps.
@@ -306,6 +338,10 @@ class DriveKinematicsEnv(gym.Env[np.ndarray, int]):
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 1}
     name: ClassVar[str] = NAME
+    #: The components of every scenario (an instance adds its scenario's ``highway_<term>`` terms).
+    reward_components: ClassVar[tuple[str, ...]] = COMPONENTS
+    #: The default ``reward_mode``'s (``highway``); an instance's is ``info["reward_basis"]``.
+    reward_basis: ClassVar[tuple[str, ...]] = ("env_reward", "invalid_action_reward", "step_cost_reward")
 
     def __init__(
         self,
@@ -340,6 +376,7 @@ class DriveKinematicsEnv(gym.Env[np.ndarray, int]):
         self.step_cost = float(step_cost)
         self.reward_components = (*self._sim.component_names(), "invalid_action_reward", "step_cost_reward")
         self._rubric = reward_rubric(reward_mode)
+        self._basis = basis_of(self._rubric, self.reward_components)
         self.observation_space = _observation_space(self._sim)
         self.action_space = gym.spaces.Discrete(int(self._sim.env.action_space.n))
         self._zero = dict.fromkeys(self.reward_components, 0.0)
@@ -442,6 +479,7 @@ class DriveKinematicsEnv(gym.Env[np.ndarray, int]):
             "invalid_actions": self._invalid,
             "progress": self._sim.progress,
             "action_mask": mask,
+            "reward_basis": list(self._basis),
         }
         _add_drive_info(info, self._sim, self._rubric, components)
         return info
@@ -467,7 +505,8 @@ class DriveKinematicsEnv(gym.Env[np.ndarray, int]):
         self._sim.close()
 
     @classmethod
-    def env_card(cls) -> str:
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The environment card: the class docstring."""
         return inspect.getdoc(cls) or cls.__name__
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from envgym.registration import EnvSpec
 
 FAMILY = "games"
+#: The family contract's data (envgym.families): its suite, perf script and waivers.
+CONTRACT = {"suite": "games-v1", "perf": "benchmarks/perf/envs.py"}
 DIFFICULTIES = ("easy", "medium", "hard")
 
 

@@ -224,58 +224,61 @@ def _opponent_move(board: _Board, mark: str, depth: int, rng: random.Random) -> 
 class ConnectFourEnv(TextEnv):
     """Connect four against a built-in opponent.
 
-    Description:
-        Players take turns dropping a piece into one of 7 columns of a 6-row board; it falls to
-        the lowest free cell. Four of one's pieces in a row, column or diagonal wins; a full
-        board is a draw. ``X`` always moves first. The opponent's move is part of each step and
-        its randomness (ties, random moves) comes from the episode seed.
+    **Description.**
+    Players take turns dropping a piece into one of 7 columns of a 6-row board; it falls to
+    the lowest free cell. Four of one's pieces in a row, column or diagonal wins; a full
+    board is a draw. ``X`` always moves first. The opponent's move is part of each step and
+    its randomness (ties, random moves) comes from the episode seed.
 
-        Opponents by ``difficulty`` (``opponent_depth`` overrides the search depth):
+    Opponents by ``difficulty`` (``opponent_depth`` overrides the search depth):
 
-        * ``easy``: uniformly random open column;
-        * ``medium``: 2-ply negamax search: wins at once when it can, blocks an immediate win,
-          never plays under a cell where the agent would win, else the best move by a
-          threat-and-centre evaluation (random among equals);
-        * ``hard``: the same search 4 plies deep (alpha-beta), random among equal best moves.
+    * ``easy``: uniformly random open column;
+    * ``medium``: 2-ply negamax search: wins at once when it can, blocks an immediate win,
+      never plays under a cell where the agent would win, else the best move by a
+      threat-and-centre evaluation (random among equals);
+    * ``hard``: the same search 4 plies deep (alpha-beta), random among equal best moves.
 
-        **Success** is a win at every difficulty.
+    **Success** is a win at every difficulty.
 
-    Observation:
-        The rules and action format at reset, then after each step both sides' moves, the
-        board (columns ``1``-``7`` labelled above and below, top row first, ``.`` empty) and a
-        status line ``You are X. Open columns: 1, 2, ...``. Invalid moves are explained.
+    **Observation.**
+    The rules and action format at reset, then after each step both sides' moves, the
+    board (columns ``1``-``7`` labelled above and below, top row first, ``.`` empty) and a
+    status line ``You are X. Open columns: 1, 2, ...``. Invalid moves are explained.
 
-    Actions:
-        A column number ``1``-``7`` (``4`` is the centre). Aliases: ``drop 4``, ``column 4``,
-        ``col 4``, ``drop in column 4`` and filler words. ``info["admissible_actions"]`` lists
-        the open columns. A full column or unparseable text is an invalid step.
+    **Actions.**
+    A column number ``1``-``7`` (``4`` is the centre). Aliases: ``drop 4``, ``column 4``,
+    ``col 4``, ``drop in column 4`` and filler words. ``info["admissible_actions"]`` lists
+    the open columns. A full column or unparseable text is an invalid step.
 
-    Reward components:
-        ``success_reward`` +1 on a win; ``loss_reward`` -1 on a loss; ``draw_reward`` on a
-        full-board draw (``draw_reward`` argument, default +0.5); ``invalid_action_reward``
-        (``invalid_penalty``, default -0.1) per invalid step; ``step_cost_reward``
-        (``step_cost``, default 0) per step.
+    **Reward components.**
+    ``success_reward`` +1 on a win; ``loss_reward`` -1 on a loss; ``draw_reward`` on a
+    full-board draw (``draw_reward`` argument, default +0.5); ``invalid_action_reward``
+    (``invalid_penalty``, default -0.1) per invalid step; ``step_cost_reward``
+    (``step_cost``, default 0) per step.
 
-    Episode end:
-        Terminated on a win (reason ``success``), a loss or a draw (``failure``), or after
-        ``invalid_limit`` invalid steps if set; truncated after ``max_turns`` steps (default 60).
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``loss_reward``, ``draw_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
 
-    Arguments:
-        difficulty: ``"easy"`` (default), ``"medium"`` or ``"hard"``, see above.
-        agent_first: ``True`` (default) the agent plays X and moves first; ``False`` the
-            opponent opens as X; ``None`` a coin flip from the seed.
-        opponent_depth: search depth of the opponent in plies (``None``: 0/2/4 by difficulty,
-            0 means random).
-        draw_reward: value of the ``draw_reward`` component on a draw.
-        Plus the common :class:`envgym.TextEnv` arguments (``max_turns``, ``invalid_limit``,
-        ``invalid_penalty``, ``step_cost``, ``reward``, ``split``, ``render_mode``).
+    **Episode end.**
+    Terminated on a win (reason ``success``), a loss or a draw (``failure``), or after
+    ``invalid_limit`` invalid steps if set; truncated after ``max_turns`` steps (default 60).
 
-    Version history:
-        v0: first version.
+    **Arguments.**
+    difficulty: ``"easy"`` (default), ``"medium"`` or ``"hard"``, see above.
+    agent_first: ``True`` (default) the agent plays X and moves first; ``False`` the
+        opponent opens as X; ``None`` a coin flip from the seed.
+    opponent_depth: search depth of the opponent in plies (``None``: 0/2/4 by difficulty,
+        0 means random).
+    draw_reward: value of the ``draw_reward`` component on a draw.
+    Plus the common :class:`envgym.TextEnv` arguments (``max_turns``, ``invalid_limit``,
+    ``invalid_penalty``, ``step_cost``, ``reward``, ``split``, ``render_mode``).
+
+    **Version history.**
+    v0: first version.
     """
 
     name = "connect_four"
     reward_components = ("success_reward", "loss_reward", "draw_reward", "invalid_action_reward", "step_cost_reward")
+    reward_basis = reward_components  # their sum: none is diagnostic
     default_max_turns = 60
 
     def __init__(
@@ -371,38 +374,40 @@ class ConnectFourEnv(TextEnv):
 class ConnectFourAEC(TextAECEnv):
     """Connect four for two agents (PettingZoo AEC).
 
-    Description:
-        ``player_0`` plays X and moves first, ``player_1`` plays O. Players alternate dropping a
-        piece into one of 7 columns of a 6-row board; four in a row, column or diagonal wins; a
-        full board is a draw. The game has no randomness: the seed only names the task.
+    **Description.**
+    ``player_0`` plays X and moves first, ``player_1`` plays O. Players alternate dropping a
+    piece into one of 7 columns of a 6-row board; four in a row, column or diagonal wins; a
+    full board is a draw. The game has no randomness: the seed only names the task.
 
-    Observation:
-        Per agent: the rules and action format until the agent's first move, what happened
-        since its last move, the board (columns ``1``-``7``, top row first, ``.`` empty) and a
-        status line saying whose turn it is, with the open columns when it is the agent's own.
+    **Observation.**
+    Per agent: the rules and action format until the agent's first move, what happened
+    since its last move, the board (columns ``1``-``7``, top row first, ``.`` empty) and a
+    status line saying whose turn it is, with the open columns when it is the agent's own.
 
-    Actions:
-        As in :class:`ConnectFourEnv`: a column ``1``-``7``, or ``drop 4`` / ``column 4``.
-        ``infos[agent]["admissible_actions"]`` lists the open columns for the player to move
-        and is empty for the other.
+    **Actions.**
+    As in :class:`ConnectFourEnv`: a column ``1``-``7``, or ``drop 4`` / ``column 4``.
+    ``infos[agent]["admissible_actions"]`` lists the open columns for the player to move
+    and is empty for the other.
 
-    Reward components:
-        ``success_reward`` +1 to the winner, ``loss_reward`` -1 to the loser, ``draw_reward``
-        (``draw_reward`` argument, default 0: zero-sum) to both on a draw,
-        ``invalid_action_reward`` (``invalid_penalty``, default -0.1) per invalid move.
+    **Reward components.**
+    ``success_reward`` +1 to the winner, ``loss_reward`` -1 to the loser, ``draw_reward``
+    (``draw_reward`` argument, default 0: zero-sum) to both on a draw,
+    ``invalid_action_reward`` (``invalid_penalty``, default -0.1) per invalid move.
 
-    Episode end:
-        Both agents terminate on a win, a draw, or a forfeit: after ``invalid_limit``
-        (default 3) invalid moves *in a row* the offender loses (reason ``invalid_limit``) and
-        the other wins. Then each agent must be stepped with ``None`` once (PettingZoo rule).
-        See :mod:`envgym.multiagent` for the shared conventions.
+    **Reward basis.** Each agent's reward is the sum of its components (``success_reward``, ``loss_reward``, ``draw_reward``, ``invalid_action_reward``): none is diagnostic.
 
-    Arguments:
-        ``invalid_limit``, ``invalid_penalty``, ``draw_reward``, ``render_mode`` (see
-        :class:`envgym.multiagent.TextAECEnv`).
+    **Episode end.**
+    Both agents terminate on a win, a draw, or a forfeit: after ``invalid_limit``
+    (default 3) invalid moves *in a row* the offender loses (reason ``invalid_limit``) and
+    the other wins. Then each agent must be stepped with ``None`` once (PettingZoo rule).
+    See :mod:`envgym.multiagent` for the shared conventions.
 
-    Version history:
-        v0: first version.
+    **Arguments.**
+    ``invalid_limit``, ``invalid_penalty``, ``draw_reward``, ``render_mode`` (see
+    :class:`envgym.multiagent.TextAECEnv`).
+
+    **Version history.**
+    v0: first version.
     """
 
     metadata: ClassVar[dict[str, Any]] = {**TextAECEnv.metadata, "name": "connect_four_v0"}

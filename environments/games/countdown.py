@@ -290,6 +290,8 @@ class CountdownEnv(TextEnv):
     ``invalid_action_reward``: ``invalid_penalty`` (default -0.1) on an invalid step.
     ``step_cost_reward``: ``step_cost`` (default 0) on every step.
 
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``closeness_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** Terminated with success when an expression equals the target; terminated
     with failure after ``max_attempts`` valid attempts miss it; truncated at ``max_turns``
     (default ``max(15, 3 * max_attempts)`` steps, invalid ones included). ``progress`` is 1 - (best distance / target),
@@ -313,6 +315,7 @@ class CountdownEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 15
 
     def __init__(self, *, difficulty: str = "easy", max_attempts: int = 5, **kwargs: Any) -> None:

@@ -168,6 +168,8 @@ class FrozenLakeEnv(TextEnv):
     * ``invalid_action_reward``: ``invalid_penalty`` (default ``-0.1``) on an invalid step.
     * ``step_cost_reward``: ``step_cost`` (default ``0``) on every step.
 
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** ``terminated`` with success on the goal, ``terminated`` with failure in a
     hole, ``truncated`` after ``max_turns`` (default 100) turns.
 
@@ -198,6 +200,7 @@ class FrozenLakeEnv(TextEnv):
 
     name: ClassVar[str] = "frozen_lake"
     reward_components: ClassVar[tuple[str, ...]] = ("success_reward", "invalid_action_reward", "step_cost_reward")
+    reward_basis = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 100
 
     def __init__(

@@ -249,6 +249,8 @@ class MinesweeperEnv(TextEnv):
     ``invalid_action_reward``: ``invalid_penalty`` (default -0.1) on an invalid step.
     ``step_cost_reward``: ``step_cost`` (default 0) on every step.
 
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``reveal_reward``, ``mine_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** Terminated with success when every safe cell is revealed (flags are not
     required), terminated with failure when a mine is revealed, truncated at ``max_turns``
     (default: twice the number of cells). ``progress`` is revealed safe cells / safe cells.
@@ -270,6 +272,7 @@ class MinesweeperEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 200
 
     def __init__(

@@ -211,6 +211,8 @@ class SokobanEnv(TextEnv):
     * ``invalid_action_reward``: ``invalid_penalty`` (default ``-0.1``) on an invalid step.
     * ``step_cost_reward``: ``step_cost`` (default ``0``) on every step.
 
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``box_on_target_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** ``terminated`` with success when every box is on a target; ``terminated``
     with failure when ``end_on_deadlock`` is set and a box is pushed onto a *dead square* (a floor
     cell, not a target, from which no push sequence can bring a box to any target: corners and
@@ -244,6 +246,7 @@ class SokobanEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 100
 
     def __init__(

@@ -197,63 +197,66 @@ def _free_names(board: list[str]) -> list[str]:
 class TicTacToeEnv(TextEnv):
     """Tic-tac-toe against a built-in opponent.
 
-    Description:
-        The classic 3x3 game. The agent and the opponent take turns marking a free cell; the
-        first with three marks in a row, column or diagonal wins; a full board without a line
-        is a draw. ``X`` always moves first. The opponent's move is part of each step, and its
-        randomness comes from the episode seed (same seed, same game for the same moves).
+    **Description.**
+    The classic 3x3 game. The agent and the opponent take turns marking a free cell; the
+    first with three marks in a row, column or diagonal wins; a full board without a line
+    is a draw. ``X`` always moves first. The opponent's move is part of each step, and its
+    randomness comes from the episode seed (same seed, same game for the same moves).
 
-        Opponents by ``difficulty``:
+    Opponents by ``difficulty``:
 
-        * ``easy``: uniformly random free cell;
-        * ``medium``: takes an immediate win when it has one; otherwise blocks the agent's
-          immediate win with probability 1/2 (it "sees" half of the threats), else plays a
-          random free cell;
-        * ``hard``: perfect minimax play (random among the optimal moves). It never loses, so
-          against it a draw is the best possible result.
+    * ``easy``: uniformly random free cell;
+    * ``medium``: takes an immediate win when it has one; otherwise blocks the agent's
+      immediate win with probability 1/2 (it "sees" half of the threats), else plays a
+      random free cell;
+    * ``hard``: perfect minimax play (random among the optimal moves). It never loses, so
+      against it a draw is the best possible result.
 
-        **Success** is a win on ``easy`` and ``medium``, and a win *or a draw* on ``hard``
-        (perfect play cannot be beaten, so not losing is the task). The best achievable success
-        rates when the agent moves first (exact, from the oracle's expectimax) are about 99.5%
-        (easy), 96.3% (medium) and 100% (hard); moving second, 93.9%, 67.5% and 100%.
+    **Success** is a win on ``easy`` and ``medium``, and a win *or a draw* on ``hard``
+    (perfect play cannot be beaten, so not losing is the task). The best achievable success
+    rates when the agent moves first (exact, from the oracle's expectimax) are about 99.5%
+    (easy), 96.3% (medium) and 100% (hard); moving second, 93.9%, 67.5% and 100%.
 
-    Observation:
-        The rules and action format at reset, then after each step what both sides played, the
-        board (columns ``a``-``c`` across, rows ``1``-``3`` down, ``.`` free) and a status line
-        ``You are X. Free cells: a1, b1, ...``. Invalid moves are explained above the board.
+    **Observation.**
+    The rules and action format at reset, then after each step what both sides played, the
+    board (columns ``a``-``c`` across, rows ``1``-``3`` down, ``.`` free) and a status line
+    ``You are X. Free cells: a1, b1, ...``. Invalid moves are explained above the board.
 
-    Actions:
-        One free cell written column letter then row number: ``b2`` is the centre. Accepted
-        aliases: ``B2``, ``2b``, the cell number ``1``-``9`` (row by row from the top left:
-        ``1`` = a1, ``3`` = c1, ``9`` = c3), ``row column`` such as ``2 3`` or ``(2, 3)``
-        (= c2), and filler words (``place X at b2``). ``info["admissible_actions"]`` lists the
-        free cells in the main form. A taken cell or unparseable text is an invalid step.
+    **Actions.**
+    One free cell written column letter then row number: ``b2`` is the centre. Accepted
+    aliases: ``B2``, ``2b``, the cell number ``1``-``9`` (row by row from the top left:
+    ``1`` = a1, ``3`` = c1, ``9`` = c3), ``row column`` such as ``2 3`` or ``(2, 3)``
+    (= c2), and filler words (``place X at b2``). ``info["admissible_actions"]`` lists the
+    free cells in the main form. A taken cell or unparseable text is an invalid step.
 
-    Reward components:
-        ``success_reward`` +1 on a win; ``loss_reward`` -1 on a loss; ``draw_reward`` on a
-        draw (``draw_reward`` argument, default +0.5: better than a loss, and the best result
-        against the hard opponent); ``invalid_action_reward`` (``invalid_penalty``, default
-        -0.1) per invalid step; ``step_cost_reward`` (``step_cost``, default 0) per step.
+    **Reward components.**
+    ``success_reward`` +1 on a win; ``loss_reward`` -1 on a loss; ``draw_reward`` on a
+    draw (``draw_reward`` argument, default +0.5: better than a loss, and the best result
+    against the hard opponent); ``invalid_action_reward`` (``invalid_penalty``, default
+    -0.1) per invalid step; ``step_cost_reward`` (``step_cost``, default 0) per step.
 
-    Episode end:
-        Terminated on a win, a loss or a draw (termination reason ``success`` or ``failure``
-        following the success rule above), or after ``invalid_limit`` invalid steps if set;
-        truncated after ``max_turns`` steps (default 20).
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``loss_reward``, ``draw_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
 
-    Arguments:
-        difficulty: ``"easy"`` (default), ``"medium"`` or ``"hard"``, see above.
-        agent_first: ``True`` (default) the agent plays X and moves first; ``False`` the
-            opponent opens as X and the agent plays O; ``None`` a coin flip from the seed.
-        draw_reward: value of the ``draw_reward`` component on a draw.
-        Plus the common :class:`envgym.TextEnv` arguments (``max_turns``, ``invalid_limit``,
-        ``invalid_penalty``, ``step_cost``, ``reward``, ``split``, ``render_mode``).
+    **Episode end.**
+    Terminated on a win, a loss or a draw (termination reason ``success`` or ``failure``
+    following the success rule above), or after ``invalid_limit`` invalid steps if set;
+    truncated after ``max_turns`` steps (default 20).
 
-    Version history:
-        v0: first version.
+    **Arguments.**
+    difficulty: ``"easy"`` (default), ``"medium"`` or ``"hard"``, see above.
+    agent_first: ``True`` (default) the agent plays X and moves first; ``False`` the
+        opponent opens as X and the agent plays O; ``None`` a coin flip from the seed.
+    draw_reward: value of the ``draw_reward`` component on a draw.
+    Plus the common :class:`envgym.TextEnv` arguments (``max_turns``, ``invalid_limit``,
+    ``invalid_penalty``, ``step_cost``, ``reward``, ``split``, ``render_mode``).
+
+    **Version history.**
+    v0: first version.
     """
 
     name = "tictactoe"
     reward_components = ("success_reward", "loss_reward", "draw_reward", "invalid_action_reward", "step_cost_reward")
+    reward_basis = reward_components  # their sum: none is diagnostic
     default_max_turns = 20
     numbers_are_actions = True  # 1-9 name the cells (1 = a1 ... 9 = c3)
 
@@ -360,39 +363,41 @@ class TicTacToeEnv(TextEnv):
 class TicTacToeAEC(TextAECEnv):
     """Tic-tac-toe for two agents (PettingZoo AEC).
 
-    Description:
-        ``player_0`` plays X and moves first, ``player_1`` plays O. Players alternate marking a
-        free cell; three in a row, column or diagonal wins; a full board is a draw. The game has
-        no randomness: the seed only names the task.
+    **Description.**
+    ``player_0`` plays X and moves first, ``player_1`` plays O. Players alternate marking a
+    free cell; three in a row, column or diagonal wins; a full board is a draw. The game has
+    no randomness: the seed only names the task.
 
-    Observation:
-        Per agent: the rules and action format until the agent's first move, what happened
-        since its last move (the other's move, or why its own move was invalid), the board
-        (columns ``a``-``c``, rows ``1``-``3``, ``.`` free) and a status line saying whose turn it
-        is, with the free cells when it is the agent's own.
+    **Observation.**
+    Per agent: the rules and action format until the agent's first move, what happened
+    since its last move (the other's move, or why its own move was invalid), the board
+    (columns ``a``-``c``, rows ``1``-``3``, ``.`` free) and a status line saying whose turn it
+    is, with the free cells when it is the agent's own.
 
-    Actions:
-        As in :class:`TicTacToeEnv`: ``b2`` (column letter, row number), or ``1``-``9``,
-        ``row column`` (``2 3``) and filler words. ``infos[agent]["admissible_actions"]`` lists
-        the free cells for the player to move and is empty for the other.
+    **Actions.**
+    As in :class:`TicTacToeEnv`: ``b2`` (column letter, row number), or ``1``-``9``,
+    ``row column`` (``2 3``) and filler words. ``infos[agent]["admissible_actions"]`` lists
+    the free cells for the player to move and is empty for the other.
 
-    Reward components:
-        ``success_reward`` +1 to the winner, ``loss_reward`` -1 to the loser, ``draw_reward``
-        (``draw_reward`` argument, default 0: the game is zero-sum) to both on a draw,
-        ``invalid_action_reward`` (``invalid_penalty``, default -0.1) per invalid move.
+    **Reward components.**
+    ``success_reward`` +1 to the winner, ``loss_reward`` -1 to the loser, ``draw_reward``
+    (``draw_reward`` argument, default 0: the game is zero-sum) to both on a draw,
+    ``invalid_action_reward`` (``invalid_penalty``, default -0.1) per invalid move.
 
-    Episode end:
-        Both agents terminate on a win, a draw, or a forfeit: after ``invalid_limit``
-        (default 3) invalid moves *in a row* the offender loses (reason ``invalid_limit``) and
-        the other wins. Then each agent must be stepped with ``None`` once (PettingZoo rule).
-        See :mod:`envgym.multiagent` for the shared conventions.
+    **Reward basis.** Each agent's reward is the sum of its components (``success_reward``, ``loss_reward``, ``draw_reward``, ``invalid_action_reward``): none is diagnostic.
 
-    Arguments:
-        ``invalid_limit``, ``invalid_penalty``, ``draw_reward``, ``render_mode`` (see
-        :class:`envgym.multiagent.TextAECEnv`).
+    **Episode end.**
+    Both agents terminate on a win, a draw, or a forfeit: after ``invalid_limit``
+    (default 3) invalid moves *in a row* the offender loses (reason ``invalid_limit``) and
+    the other wins. Then each agent must be stepped with ``None`` once (PettingZoo rule).
+    See :mod:`envgym.multiagent` for the shared conventions.
 
-    Version history:
-        v0: first version.
+    **Arguments.**
+    ``invalid_limit``, ``invalid_penalty``, ``draw_reward``, ``render_mode`` (see
+    :class:`envgym.multiagent.TextAECEnv`).
+
+    **Version history.**
+    v0: first version.
     """
 
     metadata: ClassVar[dict[str, Any]] = {**TextAECEnv.metadata, "name": "tictactoe_v0"}

@@ -157,6 +157,8 @@ class WordleEnv(TextEnv):
     ``invalid_action_reward``: ``invalid_penalty`` (default -0.1) on an invalid step.
     ``step_cost_reward``: ``step_cost`` (default 0) on every step.
 
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``letter_feedback_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** Terminated with success when the word is guessed; terminated with failure
     when the guesses run out (the answer is then shown). Truncated at ``max_turns`` (default 30
     steps, invalid ones included). ``progress`` is the share of letter positions known green.
@@ -179,6 +181,7 @@ class WordleEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 30
 
     def __init__(

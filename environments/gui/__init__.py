@@ -18,6 +18,8 @@ from __future__ import annotations
 from envgym.registration import EnvSpec
 
 FAMILY = "gui"
+#: The family contract's data (envgym.families): its suite, perf script and waivers.
+CONTRACT = {"suite": "gui-v1", "perf": "benchmarks/perf/gui.py"}
 _MINIWOB = "envgym.environments.gui.miniwob:MiniWoBEnv"
 
 #: Every task page of miniwob 1.1.0 (html/miniwob/<task>.html) that runs here.

@@ -144,6 +144,8 @@ class GUIGroundingEnv(TextEnv):
     scalar reward is their sum (reweight with ``reward={...}``): a click at the centre scores 1,
     a tight box up to 2.
 
+    **Reward basis.** The reward is the sum of every component (``hit_reward``, ``distance_reward``, ``iou_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** The first valid answer terminates the episode, a success when it hits.
     ``max_turns`` (default 3) truncates a run of invalid answers.
 
@@ -168,6 +170,7 @@ class GUIGroundingEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis: ClassVar[tuple[str, ...]] = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 3
 
     def __init__(

@@ -283,6 +283,8 @@ class MiniWoBEnv(TextEnv):
     time), ``raw_reward``, ``reason``, ``done``. ``info["task"]`` holds ``utterance``,
     ``fields`` (MiniWoB's key/value reading of the utterance) and ``miniwob_task``.
 
+    **Reward basis.** The reward is the sum of every component (``raw_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** Terminated when MiniWoB ends the episode (any task-defined final action, or
     ``episode_ms`` of virtual time, as MiniWoB's own timer, with raw reward -1); truncated after
     ``max_turns`` (default 10, as AgentLab's MiniWoB benchmark; tasks with long forms or many
@@ -308,6 +310,7 @@ class MiniWoBEnv(TextEnv):
         "picklable": False,
     }
     reward_components: ClassVar[tuple[str, ...]] = ("raw_reward", "invalid_action_reward", "step_cost_reward")
+    reward_basis: ClassVar[tuple[str, ...]] = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 10
     #: Tasks that start every episode from a freshly loaded page: a fast reset was measured not to
     #: be equivalent to a fresh load (widget state, scroll positions or running animations leak into

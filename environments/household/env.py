@@ -116,6 +116,8 @@ class HouseholdEnv(TextEnv):
     * ``invalid_action_reward``: ``invalid_penalty`` (default -0.1) on an invalid step.
     * ``step_cost_reward``: ``step_cost`` (default 0) on every step.
 
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``progress_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** Terminated on success; truncated after ``max_turns`` (default 50, as in
     ALFWorld's configs); terminated by ``invalid_limit`` when set. No failure state exists.
 
@@ -156,6 +158,7 @@ class HouseholdEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis: ClassVar[tuple[str, ...]] = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 50
     splits: ClassVar[tuple[str, ...]] = ("train", "valid_seen", "valid_unseen")
 

@@ -86,6 +86,8 @@ class TextWorldEnv(TextEnv):
     change of score / max score (TextWorld's intermediate rewards, sum = final progress);
     ``invalid_action_reward`` and ``step_cost_reward`` as in every envgym env.
 
+    **Reward basis.** The reward is the sum of every component (``success_reward``, ``progress_reward``, ``invalid_action_reward``, ``step_cost_reward``): none is diagnostic.
+
     **Episode end.** Terminated when the quest is won (success) or lost (failure); truncated
     after ``max_turns`` (default 50).
 
@@ -106,6 +108,7 @@ class TextWorldEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis: ClassVar[tuple[str, ...]] = reward_components  # their sum: none is diagnostic
     default_max_turns: ClassVar[int] = 50
 
     def __init__(

@@ -12,6 +12,8 @@ from envgym.environments.service.catalog import DOMAINS
 from envgym.registration import EnvSpec
 
 FAMILY = "service"
+#: The family contract's data (envgym.families): its suite, perf script and waivers.
+CONTRACT = {"suite": "service-v1", "perf": "benchmarks/perf/service.py"}
 
 SPECS: list[EnvSpec] = [
     EnvSpec(

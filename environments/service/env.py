@@ -30,7 +30,7 @@ from envgym.environments.service.user import STOP, AgentFromSpec, LLMUser, Repla
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import EnvgymError, InvalidKwargsError
 
-__all__ = ["DONE_WORDS", "TEST_MODULUS", "ServiceEnv", "validate_tasks"]
+__all__ = ["BASIS_COMPONENTS", "DONE_WORDS", "TEST_MODULUS", "ServiceEnv", "validate_tasks"]
 
 #: A task whose content fingerprint is 0 modulo this is a ``test`` task, else ``train``.
 TEST_MODULUS = 5
@@ -40,48 +40,70 @@ MAX_DRAWS = 200
 DONE_WORDS = ("done", STOP.lower(), "###done###")
 #: Diagnostic components (weight 0 by default: the reward is ``task_reward``).
 DIAGNOSTIC = ("db_reward", "communicate_reward", "action_reward", "policy_reward")
+#: The component of each grading criterion a task's ``reward_basis`` may name.
+BASIS_COMPONENTS: dict[str, str] = {
+    "DB": "db_reward",
+    "COMMUNICATE": "communicate_reward",
+    "ACTION": "action_reward",
+    "POLICY": "policy_reward",
+}
 
 
 class ServiceEnv(TextEnv):
     """Customer service with a simulated user, tools over a database and a written policy (tau2-bench style).
 
-    Every episode draws a world (the domain's database, and in dual-control domains the user's
-    device) and a task from the seed: a user with a reason to call, facts they know, and what
-    they want. The first observation is the domain's policy, its tools as JSON schemas and the
-    user's opening message. Each turn the agent does one of:
+    **Description.** Every episode draws a world (the domain's database, and in dual-control
+    domains the user's device) and a task from the seed: a user with a reason to call, facts they
+    know, and what they want. Tasks of a domain with a fixed task list (tau2-bench's, loaded by
+    :func:`.tau2.load_tau2`) are played as task ``seed % len(tasks)``.
 
-    * call a tool: ``{"tool": "get_order_details", "arguments": {"order_id": "#W1234567"}}``; the
-      observation is the result as JSON, or the tool's error (``Tool error: ...``); an unknown
-      tool or arguments that break its schema are an invalid action;
-    * write to the user: any other text (or ``{"message": "..."}``); the observation is the
-      user's reply (in dual-control domains the user may first act on their device);
+    **Observation.** At reset the domain's policy, its tools as JSON schemas and the user's
+    opening message; then the result of each tool call as JSON (or ``Tool error: ...``), or the
+    user's reply to a message (in dual-control domains the user may first act on their device).
+
+    **Actions.** One of:
+
+    * call a tool: ``{"tool": "get_order_details", "arguments": {"order_id": "#W1234567"}}``; an
+      unknown tool or arguments that break its schema are an invalid action;
+    * write to the user: any other text (or ``{"message": "..."}``);
     * end: ``done`` (or ``{"tool": "done"}``).
 
-    The episode ends when the agent says done, when the user ends the call (``###STOP###``),
-    after ``max_errors`` tool errors (failure), or at ``max_turns`` (truncated, not graded).
-    Grading (:func:`.core.grade`) follows tau2-bench: the final database equal to the one the
-    gold calls give (``db_reward``), required information told (``communicate_reward``),
-    required calls made (``action_reward``), no policy violations (``policy_reward``); the
-    reward is ``task_reward``, their product over the task's basis (the four diagnostic
-    components have weight 0 unless ``reward=`` weighs them), and success is ``task_reward == 1``.
+    **Reward components.** Grading (:func:`.core.grade`) follows tau2-bench: ``db_reward`` (the
+    final database equal to the one the gold calls give), ``communicate_reward`` (required
+    information told), ``action_reward`` (required calls made), ``policy_reward`` (no policy
+    violations), each 1 or 0, and ``task_reward``, their product over the task's basis; plus
+    ``invalid_action_reward`` (``invalid_penalty``, default 0) and ``step_cost_reward``.
 
-    Args:
-        domain: ``retail``, ``travel`` or ``telecom``, or a :class:`~.core.Domain` instance (your
-            own, or tau2-bench's tasks loaded by :func:`.tau2.load_tau2`: a domain with a fixed
-            task list plays task ``seed % len(tasks)``, whatever the split).
-        user: ``"scripted"`` (default: deterministic, replayable), an agent spec string
-            (``"hf:smollm2"``, ``"openai:MODEL@URL"``: built on first use, see
-            :class:`~.user.AgentFromSpec`) or an envgym agent object playing the user
-            (:class:`~.user.LLMUser`). Every user message, the opening one included, is recorded
-            in ``info["user_reply"]`` (``None`` when the user said nothing that step).
-        user_replies: the recorded user messages of a run to replay exactly (the non-``None``
-            ``info["user_reply"]`` of its reset and steps: :func:`.user.recorded_replies`);
-            overrides ``user``.
-        max_errors: tool errors after which the episode fails (tau2-bench: 10).
-        Common TextEnv arguments: ``max_turns`` (default 40), ``invalid_limit``,
-        ``invalid_penalty`` (default 0: tau2-bench charges nothing), ``step_cost``, ``reward``,
-        ``split`` (``train`` / ``test``: tasks partitioned by a fingerprint of their content, 1 in
-        5 is a test task), ``render_mode``.
+    **Reward basis.** ``task_reward``, ``invalid_action_reward`` and ``step_cost_reward``: the
+    reward is their sum, and success is ``task_reward == 1``. ``task_reward`` is itself the
+    product of the components in the *task's* basis (tau2-bench's ``reward_basis``: ``DB`` ->
+    ``db_reward``, ``COMMUNICATE`` -> ``communicate_reward``, ``ACTION`` -> ``action_reward``,
+    ``POLICY`` -> ``policy_reward``), named per episode in ``info["task_reward_basis"]``. The four
+    are diagnostic for the reward (weight 0 unless ``reward=`` weighs them); those outside the
+    task's basis do not count at all.
+
+    **Episode end.** When the agent says done, when the user ends the call (``###STOP###``),
+    after ``max_errors`` tool errors (failure), or at ``max_turns`` (truncated, not graded).
+
+    **Arguments.**
+
+    * ``domain``: ``retail``, ``travel`` or ``telecom``, or a :class:`~.core.Domain` instance (your
+      own, or tau2-bench's tasks loaded by :func:`.tau2.load_tau2`).
+    * ``user``: ``"scripted"`` (default: deterministic, replayable), an agent spec string
+      (``"hf:smollm2"``, ``"openai:MODEL@URL"``: built on first use, see
+      :class:`~.user.AgentFromSpec`) or an envgym agent object playing the user
+      (:class:`~.user.LLMUser`). Every user message, the opening one included, is recorded in
+      ``info["user_reply"]`` (``None`` when the user said nothing that step).
+    * ``user_replies``: the recorded user messages of a run to replay exactly (the non-``None``
+      ``info["user_reply"]`` of its reset and steps: :func:`.user.recorded_replies`); overrides
+      ``user``.
+    * ``max_errors``: tool errors after which the episode fails (tau2-bench: 10).
+    * The common TextEnv arguments: ``max_turns`` (default 40), ``invalid_limit``,
+      ``invalid_penalty`` (default 0: tau2-bench charges nothing), ``step_cost``, ``reward``,
+      ``split`` (``train`` / ``test``: tasks partitioned by a fingerprint of their content, 1 in
+      5 is a test task), ``render_mode``.
+
+    **Version history.** ``v0``: first release.
     """
 
     name: ClassVar[str] = "service"
@@ -91,6 +113,7 @@ class ServiceEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis: ClassVar[tuple[str, ...]] = ("task_reward", "invalid_action_reward", "step_cost_reward")
     default_max_turns: ClassVar[int] = 40
 
     @classmethod
@@ -100,7 +123,7 @@ class ServiceEnv(TextEnv):
         name = (kwargs or {}).get("domain")
         if not isinstance(name, str):
             return card
-        return f"{card}\n\nDomain: {inspect.getdoc(domain_class(name)) or name}"
+        return f"{card}\n\n**Domain.** {inspect.getdoc(domain_class(name)) or name}"
 
     def __init__(
         self,
@@ -341,6 +364,9 @@ class ServiceEnv(TextEnv):
         # LLM user's messages are recorded here, so a run that used one can be replayed (user_replies=...).
         info["user_reply"], self._user_reply = self._user_reply, None
         info["tool_errors"] = self.errors
+        # The components task_reward is the product of (the task's tau2-bench reward_basis, by name).
+        task = self.service_task
+        info["task_reward_basis"] = [BASIS_COMPONENTS[b] for b in task.reward_basis] if task is not None else []
         return info
 
 

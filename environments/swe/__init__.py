@@ -13,6 +13,8 @@ from __future__ import annotations
 from envgym.registration import EnvSpec
 
 FAMILY = "swe"
+#: The family contract's data (envgym.families): its suite, perf script and waivers.
+CONTRACT = {"suite": "swe-v1", "perf": "benchmarks/perf/swe.py"}
 _ENTRY = "envgym.environments.swe.env:SWEEnv"
 
 SPECS: list[EnvSpec] = [

@@ -13,6 +13,8 @@ from __future__ import annotations
 from envgym.registration import EnvSpec
 
 FAMILY = "webshop"
+#: The family contract's data (envgym.families): its suite, perf script and waivers.
+CONTRACT = {"suite": "webshop-v1", "perf": "benchmarks/perf/webshop.py"}
 _ENTRY = "envgym.environments.webshop.env:WebShopEnv"
 _BASE = "envgym/WebShop-v0"
 _SUMMARY = "WebShop online store: search, pick a product and options, buy (BM25 over SQLite FTS5)"

@@ -101,6 +101,11 @@ class WebShopEnv(TextEnv):
     The default scalar reward is therefore exactly WebShop's; pass ``reward={...}`` weights to
     shape it (weights you leave out keep the defaults above).
 
+    **Reward basis.** ``webshop_reward``, ``invalid_action_reward``, ``step_cost_reward``: the
+    reward is their sum. Diagnostic (weight 0 unless ``reward=`` weighs them; in
+    ``info["reward_components"]`` for analysis, not in ``info["reward_basis"]``): ``type_reward``,
+    ``attribute_reward``, ``option_reward``, ``price_reward``, ``success_reward``.
+
     **Episode end.** Terminated by ``click[buy now]`` (success when the score is 1, else
     failure); truncated after ``max_turns`` (default 15, the horizon of ReAct-style WebShop
     evaluations); terminated by ``invalid_limit`` when set.
@@ -131,6 +136,7 @@ class WebShopEnv(TextEnv):
         "invalid_action_reward",
         "step_cost_reward",
     )
+    reward_basis: ClassVar[tuple[str, ...]] = ("webshop_reward", "invalid_action_reward", "step_cost_reward")
     default_max_turns: ClassVar[int] = 15
     splits: ClassVar[tuple[str, ...]] = ("train", "dev", "test")
 
