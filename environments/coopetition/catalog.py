@@ -25,32 +25,32 @@ class GameEntry(NamedTuple):
 GAMES: tuple[GameEntry, ...] = (
     # TR-1: interdependence and complementarity
     GameEntry(
-        "PartnerHoldUp", "TR-1", "tr1", "PartnerHoldUp", "Strong and weak partner; hold-up risk, weak partner may exit"
+        "PartnerHoldUp", "TR-1", "interdependence", "PartnerHoldUp", "Strong and weak partner; hold-up risk, weak partner may exit"
     ),
     GameEntry(
-        "PlatformEcosystem", "TR-1", "tr1", "PlatformEcosystem", "A platform and its developers; the ecosystem can die"
+        "PlatformEcosystem", "TR-1", "interdependence", "PlatformEcosystem", "A platform and its developers; the ecosystem can die"
     ),
-    GameEntry("DynamicPartnerSelection", "TR-1", "tr1", "DynamicPartnerSelection", "Agents choose whom to invest in"),
-    GameEntry("SynergySearch", "TR-1", "tr1", "SynergySearch", "Two partners learn a hidden synergy strength"),
-    GameEntry("RenaultNissan", "TR-1", "tr1", "RenaultNissan", "Renault-Nissan alliance case study in four phases"),
+    GameEntry("DynamicPartnerSelection", "TR-1", "interdependence", "DynamicPartnerSelection", "Agents choose whom to invest in"),
+    GameEntry("SynergySearch", "TR-1", "interdependence", "SynergySearch", "Two partners learn a hidden synergy strength"),
+    GameEntry("RenaultNissan", "TR-1", "interdependence", "RenaultNissan", "Renault-Nissan alliance case study in four phases"),
     # TR-2: trust and reputation
-    GameEntry("TrustDilemma", "TR-2", "tr2", "TrustDilemma", "Repeated dyadic trust game; ends if trust collapses"),
-    GameEntry("RecoveryRace", "TR-2", "tr2", "RecoveryRace", "Rebuild trust after a breach under a reputation ceiling"),
-    GameEntry("SLCD", "TR-2", "tr2", "SLCD", "Samsung-Sony S-LCD joint venture case study"),
-    GameEntry("CooperativeNegotiation", "TR-2", "tr2", "CooperativeNegotiation", "Negotiate toward an agreement"),
-    GameEntry("ReputationMarket", "TR-2", "tr2", "ReputationMarket", "Market of agents ranked in reputation tiers"),
+    GameEntry("TrustDilemma", "TR-2", "trust", "TrustDilemma", "Repeated dyadic trust game; ends if trust collapses"),
+    GameEntry("RecoveryRace", "TR-2", "trust", "RecoveryRace", "Rebuild trust after a breach under a reputation ceiling"),
+    GameEntry("SLCD", "TR-2", "trust", "SLCD", "Samsung-Sony S-LCD joint venture case study"),
+    GameEntry("CooperativeNegotiation", "TR-2", "trust", "CooperativeNegotiation", "Negotiate toward an agreement"),
+    GameEntry("ReputationMarket", "TR-2", "trust", "ReputationMarket", "Market of agents ranked in reputation tiers"),
     # TR-3: collective action and loyalty
-    GameEntry("TeamProduction", "TR-3", "tr3", "TeamProduction", "Team production with free-riding incentives"),
-    GameEntry("LoyaltyTeam", "TR-3", "tr3", "LoyaltyTeam", "Team production with loyalty bonuses"),
-    GameEntry("CoalitionFormation", "TR-3", "tr3", "CoalitionFormation", "Coalitions form and collapse"),
-    GameEntry("ApacheProject", "TR-3", "tr3", "ApacheProject", "Apache HTTP Server open-source project case study"),
-    GameEntry("PublicGoods", "TR-3", "tr3", "PublicGoods", "Public goods game with a multiplied common pool"),
+    GameEntry("TeamProduction", "TR-3", "collective", "TeamProduction", "Team production with free-riding incentives"),
+    GameEntry("LoyaltyTeam", "TR-3", "collective", "LoyaltyTeam", "Team production with loyalty bonuses"),
+    GameEntry("CoalitionFormation", "TR-3", "collective", "CoalitionFormation", "Coalitions form and collapse"),
+    GameEntry("ApacheProject", "TR-3", "collective", "ApacheProject", "Apache HTTP Server open-source project case study"),
+    GameEntry("PublicGoods", "TR-3", "collective", "PublicGoods", "Public goods game with a multiplied common pool"),
     # TR-4: sequential interaction and reciprocity
-    GameEntry("ReciprocalDilemma", "TR-4", "tr4", "ReciprocalDilemma", "Dyadic dilemma with reciprocity over 5 rounds"),
-    GameEntry("GiftExchange", "TR-4", "tr4", "GiftExchange", "Employer-worker gift exchange"),
-    GameEntry("IndirectReciprocity", "TR-4", "tr4", "IndirectReciprocity", "Reciprocity through reputation among 4"),
-    GameEntry("GraduatedSanction", "TR-4", "tr4", "GraduatedSanction", "Community with graduated sanctions among 6"),
-    GameEntry("AppleAppStore", "TR-4", "tr4", "AppleAppStore", "Apple, developers and users: App Store case study"),
+    GameEntry("ReciprocalDilemma", "TR-4", "reciprocity", "ReciprocalDilemma", "Dyadic dilemma with reciprocity over 5 rounds"),
+    GameEntry("GiftExchange", "TR-4", "reciprocity", "GiftExchange", "Employer-worker gift exchange"),
+    GameEntry("IndirectReciprocity", "TR-4", "reciprocity", "IndirectReciprocity", "Reciprocity through reputation among 4"),
+    GameEntry("GraduatedSanction", "TR-4", "reciprocity", "GraduatedSanction", "Community with graduated sanctions among 6"),
+    GameEntry("AppleAppStore", "TR-4", "reciprocity", "AppleAppStore", "Apple, developers and users: App Store case study"),
 )
 
 _BY_NAME = {g.name: g for g in GAMES}

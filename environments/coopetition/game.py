@@ -3,8 +3,9 @@
 A :class:`Game` holds one mixed-motive game's parameters and state and plays rounds of
 simultaneous contributions; :mod:`.api` presents it as a Gymnasium joint-action env, a
 PettingZoo Parallel env (and AEC through PettingZoo's converter) and :mod:`.text` as an LLM view.
-Each of the 20 environments of Coopetition-Gym v1 (Pant & Yu) is a subclass in ``tr1`` ..
-``tr4`` that sets its parameters and overrides the hooks below, exactly as the reference does.
+Each of the 20 environments of Coopetition-Gym v1 (Pant & Yu) is a subclass in ``interdependence``
+(TR-1), ``trust`` (TR-2), ``collective`` (TR-3) or ``reciprocity`` (TR-4) that sets its parameters
+and overrides the hooks below, exactly as the reference does.
 
 The formulas, with the reference's defaults (the reference is upstream's Gymnasium API at commit
 d2dffd5103; ``tests/environments/coopetition/reference`` holds what it returns):

@@ -17,7 +17,7 @@ import math
 import gymnasium
 import numpy as np
 import pytest
-from envgym.environments.coopetition.tr1 import (
+from envgym.environments.coopetition.interdependence import (
     DynamicPartnerSelection,
     PartnerHoldUp,
     PlatformEcosystem,

@@ -2,7 +2,7 @@
 
 Conventions: ``t`` is the number of rounds played including the current one. The reference
 computes the memory average over the last ``min(k, t - 1)`` entries of a history that already
-holds the current round; these tests pin that (see :mod:`envgym.environments.coopetition.tr4`).
+holds the current round; these tests pin that (see :mod:`envgym.environments.coopetition.reciprocity`).
 Signals and ``tanh`` are float32 (the contributions' dtype), the rest float64; rewards float32.
 """
 
@@ -14,7 +14,7 @@ import gymnasium
 import numpy as np
 import pytest
 from envgym.environments.coopetition.catalog import GAMES, game_class
-from envgym.environments.coopetition.tr4 import (
+from envgym.environments.coopetition.reciprocity import (
     AppleAppStore,
     GiftExchange,
     GraduatedSanction,

@@ -1,6 +1,6 @@
 """TR-2 games (trust and reputation) other than TrustDilemma, each rule on hand-worked values.
 
-As in ``test_tr1``: ``E1 = e - 1`` makes ``ln(1 + E1) = 1``; float32 results (rewards, and trust
+As in ``test_interdependence``: ``E1 = e - 1`` makes ``ln(1 + E1) = 1``; float32 results (rewards, and trust
 after a defection, which goes through the reference's float32 ``1 + xi * D``) are compared with
 :data:`FEW_OPS` ulps of float32, trust built from exact float64 steps with float64 ulps.
 """
@@ -13,7 +13,7 @@ import math
 import gymnasium
 import numpy as np
 import pytest
-from envgym.environments.coopetition.tr2 import SLCD, CooperativeNegotiation, RecoveryRace, ReputationMarket
+from envgym.environments.coopetition.trust import SLCD, CooperativeNegotiation, RecoveryRace, ReputationMarket
 
 from envgym.errors import ConfigError
 from tests.support.floats import FEW_OPS, assert_close_scaled

@@ -9,7 +9,7 @@ from __future__ import annotations
 import gymnasium
 import numpy as np
 import pytest
-from envgym.environments.coopetition.tr3 import (
+from envgym.environments.coopetition.collective import (
     APACHE_PHASES,
     ApacheProject,
     CoalitionFormation,

@@ -261,7 +261,7 @@ class ReciprocalDilemma(TR4Game):
     30), ``D = 0.5`` both ways, value ``20 ln(1 + a)`` with synergy weight 0.65; TR-2 trust at the
     canonical rates (build 0.10, erode 0.30, reputation damage 0.60, healing 0.03, amplification
     0.5, sensitivity 1.0, initial trust 0.5). Each reward is multiplied by the TR-4 reciprocity
-    multiplier (``envgym.environments.coopetition.tr4``) with ``rho_0 = 1.0``, ``eta = 1.0``,
+    multiplier (``envgym.environments.coopetition.reciprocity``) with ``rho_0 = 1.0``, ``eta = 1.0``,
     ``kappa = 1.0``, memory window ``k = 5``, ``lambda_R = 1.0``, ``omega = 0.6``: contributing
     above one's recent average rewards the partner, dropping below it penalises them.
 
