@@ -49,7 +49,7 @@ def parse_agent_spec(spec: str, *, seed: int = 0, **options: Any) -> Any:
         raise typer.BadParameter(str(err), param_hint="--agent") from None
 
 
-#: The prompt flags of ``envgym run`` and ``bench run``: command parameter -> the
+#: The prompt flags of ``envgym run``: command parameter -> the
 #: :class:`PromptConfig` field it sets.
 PROMPT_FLAGS: dict[str, str] = {
     "system_prompt": "system_prompt",
