@@ -33,9 +33,8 @@ def _check_outputs(agent: Agent, batch: Sequence[AgentInput], outputs: Any) -> l
         if not isinstance(output.text, str):
             raise AgentContractError(f"{where}: text must be a str, got {type(output.text).__name__}.")
         ids, logprobs = output.token_ids, output.logprobs
-        if ids is not None:
-            if not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids):
-                raise AgentContractError(f"{where}: token_ids must be non-negative ints, got {ids[:10]!r}...")
+        if ids is not None and not all(isinstance(t, int) and not isinstance(t, bool) and t >= 0 for t in ids):
+            raise AgentContractError(f"{where}: token_ids must be non-negative ints, got {ids[:10]!r}...")
         if logprobs is not None:
             if ids is not None and len(ids) != len(logprobs):
                 raise AgentContractError(

@@ -288,14 +288,14 @@ def test_token_budget_truncates_chat_episodes() -> None:
 
 
 def test_async_mode_gives_the_same_records_as_lockstep() -> None:
-    base = dict(env_id="envgym/Sokoban-v0", episodes=10, seed=3, num_envs=3, max_turns=30)
+    base = {"env_id": "envgym/Sokoban-v0", "episodes": 10, "seed": 3, "num_envs": 3, "max_turns": 30}
     lock = Runner(RunConfig(**base), RandomAgent(seed=2)).run().trajectories
     asyn = Runner(RunConfig(**base, mode="async"), RandomAgent(seed=2)).run().trajectories
     assert [t.comparable() for t in lock] == [t.comparable() for t in asyn]
 
 
 def test_process_backend_gives_the_same_records_as_inproc() -> None:
-    base = dict(env_id="envgym/FrozenLake-v0", episodes=10, seed=3, num_envs=4)
+    base = {"env_id": "envgym/FrozenLake-v0", "episodes": 10, "seed": 3, "num_envs": 4}
     inproc = Runner(RunConfig(**base), RandomAgent(seed=2)).run().trajectories
     proc = Runner(RunConfig(**base, backend="process", workers=2), RandomAgent(seed=2)).run().trajectories
     assert [t.comparable() for t in inproc] == [t.comparable() for t in proc]
@@ -499,7 +499,7 @@ def test_a_dead_server_is_an_agent_error_not_a_score() -> None:
 
 @pytest.mark.slow
 def test_ray_backend_gives_the_same_records_and_survives_a_killed_actor(ray_instance: object, tmp_path: Path) -> None:
-    base = dict(env_id="envgym/FrozenLake-v0", episodes=8, seed=3, num_envs=4)
+    base = {"env_id": "envgym/FrozenLake-v0", "episodes": 8, "seed": 3, "num_envs": 4}
     inproc = Runner(RunConfig(**base), RandomAgent(seed=2)).run().trajectories
     on_ray = Runner(RunConfig(**base, backend="ray", workers=2), RandomAgent(seed=2)).run().trajectories
     assert [t.comparable() for t in inproc] == [t.comparable() for t in on_ray]
