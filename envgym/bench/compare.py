@@ -32,6 +32,7 @@ import numpy as np
 
 from envgym.bench.run import BenchRun, load_bench_run
 from envgym.errors import ConfigError
+from envgym.rollout.summary import defines_success
 
 __all__ = ["COMPARE_FORMAT", "compare_runs", "mcnemar_exact", "sign_flip_test"]
 
@@ -140,29 +141,35 @@ def compare_runs(
             (eps_a[k], eps_b[k]) for k in keys if k in eps_a and k in eps_b and eps_a[k].scored and eps_b[k].scored
         ]
         unpaired = len(keys) - len(pairs)
-        a_only = sum(1 for x, y in pairs if x.success and not y.success)
-        b_only = sum(1 for x, y in pairs if y.success and not x.success)
+        # success only where the task defines it (envgym.rollout.summary.SUCCESS_DEFINED)
+        judged = [(x, y) for x, y in pairs if defines_success(x) and defines_success(y)]
+        a_only = sum(1 for x, y in judged if x.success and not y.success)
+        b_only = sum(1 for x, y in judged if y.success and not x.success)
         total_a_only += a_only
         total_b_only += b_only
         by_task: dict[Any, list[tuple[Any, Any]]] = {}
         for x, y in pairs:
             by_task.setdefault(x.seed, []).append((x, y))
+        judged_by_task: dict[Any, list[tuple[Any, Any]]] = {}
+        for x, y in judged:
+            judged_by_task.setdefault(x.seed, []).append((x, y))
         task_success = [
-            _mean([float(y.success) - float(x.success) for x, y in items]) or 0.0 for items in by_task.values()
+            _mean([float(y.success) - float(x.success) for x, y in items]) or 0.0 for items in judged_by_task.values()
         ]
         task_reward = [
             _mean([float(y.total_reward) - float(x.total_reward) for x, y in items]) or 0.0
             for items in by_task.values()
         ]
-        succ_a = _mean([float(x.success) for x, _ in pairs])
-        succ_b = _mean([float(y.success) for _, y in pairs])
+        succ_a = _mean([float(x.success) for x, _ in judged])
+        succ_b = _mean([float(y.success) for _, y in judged])
         rew_a = _mean([float(x.total_reward) for x, _ in pairs])
         rew_b = _mean([float(y.total_reward) for _, y in pairs])
-        if pairs:
+        if judged:
             success_groups.append(task_success)
-            reward_groups.append(task_reward)
             macro_a.append(succ_a or 0.0)
             macro_b.append(succ_b or 0.0)
+        if pairs:
+            reward_groups.append(task_reward)
             macro_ra.append(rew_a or 0.0)
             macro_rb.append(rew_b or 0.0)
         entries.append(
@@ -174,11 +181,11 @@ def compare_runs(
                 "unpaired": unpaired,
                 "success_a": succ_a,
                 "success_b": succ_b,
-                "success_diff": (succ_b - succ_a) if pairs else None,
+                "success_diff": (succ_b - succ_a) if judged else None,
                 "a_only": a_only,
                 "b_only": b_only,
-                "mcnemar_p": mcnemar_exact(a_only, b_only) if pairs else None,
-                "success_sign_flip_p": sign_flip_test([task_success], **settings) if pairs else None,
+                "mcnemar_p": mcnemar_exact(a_only, b_only) if judged else None,
+                "success_sign_flip_p": sign_flip_test([task_success], **settings) if judged else None,
                 "reward_a": rew_a,
                 "reward_b": rew_b,
                 "reward_diff": (rew_b - rew_a) if pairs else None,
@@ -197,8 +204,8 @@ def compare_runs(
         "success_diff": (mb - ma) if ma is not None and mb is not None else None,
         "a_only": total_a_only,
         "b_only": total_b_only,
-        "mcnemar_p": mcnemar_exact(total_a_only, total_b_only) if overall_pairs else None,
-        "success_sign_flip_p": sign_flip_test(success_groups, **settings),
+        "mcnemar_p": mcnemar_exact(total_a_only, total_b_only) if success_groups else None,
+        "success_sign_flip_p": sign_flip_test(success_groups, **settings) if success_groups else None,
         "reward_a": mra,
         "reward_b": mrb,
         "reward_diff": (mrb - mra) if mra is not None and mrb is not None else None,

@@ -45,7 +45,7 @@ from typing import Any
 
 import numpy
 
-from envgym.rollout.summary import summarize_multiagent
+from envgym.rollout.summary import defines_success, summarize_multiagent
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",
@@ -187,7 +187,10 @@ def entry_metrics(
 ) -> dict[str, Any]:
     """Every metric of one entry from its episodes (:class:`~envgym.rollout.records.Trajectory`)."""
     tasks = group_by_task(trajectories)
-    success = [[1.0 if t.success else 0.0 for t in group] for group in tasks.values()]
+    # Tasks that define no success (envgym.rollout.summary.SUCCESS_DEFINED) are left out of the
+    # success numbers, which are then None ("—"), never a 0 % the environment cannot score.
+    judged = {seed: g for seed, g in tasks.items() if all(defines_success(t) for t in g)}
+    success = [[1.0 if t.success else 0.0 for t in group] for group in judged.values()]
     reward = [[float(t.total_reward) for t in group] for group in tasks.values()]
     scored = [t for t in trajectories if t.scored]
     formats = [turn.format_ok for t in scored for turn in t.turns if turn.format_ok is not None]
@@ -209,7 +212,8 @@ def entry_metrics(
         "success_rate_ci": _ci(bootstrap_ci(success, **settings)),
         "mean_reward": _mean([_mean(r) for r in reward]),  # type: ignore[misc]
         "mean_reward_ci": _ci(bootstrap_ci(reward, **settings)),
-        "pass_hat_k": pass_hat_curve([[t.success for t in group] for group in tasks.values()]),
+        "success_defined": bool(judged) or not tasks,
+        "pass_hat_k": pass_hat_curve([[t.success for t in group] for group in judged.values()]),
         "mean_turns": _mean([float(t.num_turns) for t in scored]),
         "invalid_per_episode": _mean([float(t.invalid_actions) for t in scored]),
         "prompt_tokens": prompt_tokens,
@@ -241,15 +245,18 @@ def overall_metrics(
     for trajectories in per_entry.values():
         tasks = group_by_task(trajectories)
         if tasks:
-            success_strata.append([[1.0 if t.success else 0.0 for t in g] for g in tasks.values()])
+            judged = [g for g in tasks.values() if all(defines_success(t) for t in g)]
+            if judged:
+                success_strata.append([[1.0 if t.success else 0.0 for t in g] for g in judged])
             reward_strata.append([[float(t.total_reward) for t in g] for g in tasks.values()])
     results = list(entry_results.values())
-    with_scores = [r for r in results if r["success_rate"] is not None]
+    with_scores = [r for r in results if r["scored"]]
+    with_success = [r for r in results if r["success_rate"] is not None]
 
     def macro(key: str) -> float | None:
         return _mean([float(r[key]) for r in results if r.get(key) is not None])
 
-    pass_keys = sorted({k for r in with_scores for k in r["pass_hat_k"]}, key=int)
+    pass_keys = sorted({k for r in with_success for k in r["pass_hat_k"]}, key=int)
     infra: Counter[str] = Counter()
     for r in results:
         infra.update(r["infra_errors"])
@@ -261,11 +268,12 @@ def overall_metrics(
         "scored": sum(r["scored"] for r in results),
         "tasks": sum(r["tasks"] for r in results),
         "success_rate": macro("success_rate"),
-        "success_rate_ci": _ci(stratified_bootstrap_ci(success_strata, **settings)),
+        "success_rate_ci": _ci(stratified_bootstrap_ci(success_strata, **settings)) if success_strata else None,
+        "success_defined": bool(with_success) or not with_scores,
         "mean_reward": macro("mean_reward"),
         "mean_reward_ci": _ci(stratified_bootstrap_ci(reward_strata, **settings)),
         "pass_hat_k": {
-            k: _mean([float(r["pass_hat_k"][k]) for r in with_scores if k in r["pass_hat_k"]]) for k in pass_keys
+            k: _mean([float(r["pass_hat_k"][k]) for r in with_success if k in r["pass_hat_k"]]) for k in pass_keys
         },
         "mean_turns": macro("mean_turns"),
         "invalid_per_episode": macro("invalid_per_episode"),

@@ -87,7 +87,8 @@ def metrics_rows(results: dict[str, Any]) -> list[list[str]]:
                 str(item["name"]),
                 str(item.get("env", "")),
                 f"{item['scored']} / {item['episodes']}",
-                _fmt(item["success_rate"]) + _ci(item["success_rate_ci"]),
+                ("—" if item.get("success_defined") is False else _fmt(item["success_rate"]))
+                + _ci(item["success_rate_ci"]),
                 _fmt(item["mean_reward"]) + _ci(item["mean_reward_ci"]),
                 _pass(item["pass_hat_k"]),
                 _fmt(item["mean_turns"], 2),

@@ -21,6 +21,7 @@ from envgym.cli._common import (
     exit_if_nothing_scored,
     fail,
     fmt_float,
+    fmt_success,
     handle_errors,
     out_console,
     parse_kwargs,
@@ -108,7 +109,7 @@ def _results_table(results: dict[str, Any]) -> Table:
     table.add_column("scored", justify="right")
     columns: list[tuple[str, Any]] = []
     if "success_rate" in shown:
-        columns.append(("success [CI]", lambda r: fmt_float(r["success_rate"]) + _ci(r["success_rate_ci"])))
+        columns.append(("success [CI]", lambda r: fmt_success(r) + _ci(r["success_rate_ci"])))
     if "mean_reward" in shown:
         columns.append(("reward [CI]", lambda r: fmt_float(r["mean_reward"]) + _ci(r["mean_reward_ci"])))
     if "pass_hat_k" in shown and results["trials"] > 1:

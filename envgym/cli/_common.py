@@ -37,6 +37,7 @@ __all__ = [
     "exit_if_nothing_scored",
     "fail",
     "fmt_float",
+    "fmt_success",
     "handle_errors",
     "jsonable",
     "out_console",
@@ -291,6 +292,19 @@ def exit_if_nothing_scored(episodes: int, scored: int, infra_errors: Mapping[str
             f"every episode ({episodes}) ended by an infrastructure error ({reasons}); nothing was scored. "
             "Their errors are in the records; run the same command again to retry them."
         )
+
+
+#: How a table shows a success rate that is not defined (a game scored only by its returns), apart
+#: from "-" (no scored episode yet).
+NOT_DEFINED = "—"
+
+
+def fmt_success(row: Mapping[str, Any], digits: int = 3) -> str:
+    """``row["success_rate"]`` for a table cell: "—" where success is not defined for the
+    environment (``row["success_defined"]`` false), never a 0 % it cannot score."""
+    if row.get("success_defined") is False:
+        return NOT_DEFINED
+    return fmt_float(row.get("success_rate"), digits)
 
 
 def fmt_float(value: float | None, digits: int = 3) -> str:

@@ -21,11 +21,13 @@ from rich.text import Text
 from envgym.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
+    NOT_DEFINED,
     echo_json,
     err_console,
     exit_if_nothing_scored,
     fail,
     fmt_float,
+    fmt_success,
     handle_errors,
     out_console,
     parse_kwargs,
@@ -72,7 +74,7 @@ from envgym.progress import Progress as LiveProgress
 from envgym.registration import list_envs
 from envgym.rollout import EpisodeTask, PromptConfig, RunConfig, Runner
 from envgym.rollout.records import episode_record
-from envgym.rollout.summary import summarize
+from envgym.rollout.summary import defines_success, summarize
 from envgym.rollout.tasks import tasks_for
 
 __all__ = ["run_all_command", "run_command", "run_one"]
@@ -120,7 +122,10 @@ def _print_run(summary: dict[str, Any]) -> None:
     table.add_column("value", justify="right")
     rows = [
         ("episodes", f"{summary['episodes']} ({summary['scored']} scored)"),
-        ("success rate", fmt_float(summary["success_rate"])),
+        (
+            "success rate",
+            fmt_success(summary) + (" (not defined here)" if summary.get("success_defined") is False else ""),
+        ),
         ("mean return", fmt_float(summary["mean_return"])),
         ("std return", fmt_float(summary["std_return"])),
         ("mean turns", fmt_float(summary["mean_turns"], 2)),
@@ -162,16 +167,20 @@ def _print_run(summary: dict[str, Any]) -> None:
 def _tally(counts: dict[str, int], trajectory: Any) -> None:
     """Count an ended episode: successes among the scored ones, infrastructure errors apart."""
     counts["ended"] += 1
-    if trajectory.scored:
+    if not trajectory.scored:
+        counts["errors"] += 1
+    elif defines_success(trajectory):
         counts["success"] += bool(trajectory.success)
     else:
-        counts["errors"] += 1
+        counts["undefined"] = counts.get("undefined", 0) + 1  # scored, but no success to count
 
 
 def _note(counts: dict[str, int]) -> str:
-    """``success 40%`` (of this session's scored episodes) and the infrastructure errors, if any."""
+    """``success 40%`` (of this session's scored episodes whose task defines success; "—" when
+    none does) and the infrastructure errors, if any."""
     scored = counts["ended"] - counts["errors"]
-    text = f"success {counts['success'] / scored:.0%}" if scored else "success -"
+    judged = scored - counts.get("undefined", 0)  # episodes whose task defines success
+    text = f"success {counts['success'] / judged:.0%}" if judged else f"success {NOT_DEFINED if scored else '-'}"
     return text + (f"  errors {counts['errors']}" if counts["errors"] else "")
 
 
@@ -513,7 +522,7 @@ def _run_all(
                 r["env_id"],
                 r["agent"],
                 str(r["episodes"]),
-                fmt_float(r["success_rate"], 2),
+                fmt_success(r, 2),
                 fmt_float(r["mean_return"], 3),
                 fmt_float(r["mean_turns"], 1),
                 fmt_float(r["invalid_per_episode"], 2),

@@ -3,6 +3,11 @@
 Scores (success rate, returns, turns, reward components) are over the *scored* episodes only;
 episodes ended by an infrastructure failure (``env_error``, ``agent_error``, ``timeout``) are
 counted apart in ``infra_errors`` and never enter a mean as a zero.
+
+Success is not defined for every environment: a game scored only by its returns (most
+coopetition games) says so with ``info["task"]["success_defined"] = False``
+(:data:`SUCCESS_DEFINED`). Its episodes stay out of the success rate, which is ``None`` (shown as
+"—", not 0 %) when no scored episode defines success.
 """
 
 from __future__ import annotations
@@ -16,7 +21,17 @@ from typing import Any
 
 from envgym.rollout.records import Trajectory
 
-__all__ = ["summarize", "summarize_multiagent"]
+__all__ = ["SUCCESS_DEFINED", "defines_success", "summarize", "summarize_multiagent"]
+
+#: The ``info["task"]`` key by which an environment says its episodes have no success (``False``);
+#: absent or true: success is defined (``info["success"]`` says whether the episode reached it).
+SUCCESS_DEFINED = "success_defined"
+
+
+def defines_success(trajectory: Trajectory) -> bool:
+    """Whether success means something for ``trajectory``'s task (see :data:`SUCCESS_DEFINED`)."""
+    task = trajectory.task if isinstance(trajectory.task, dict) else {}
+    return task.get(SUCCESS_DEFINED) is not False
 
 
 def summarize(
@@ -32,13 +47,15 @@ def summarize(
 
     Keys: episodes (all), scored, success_rate, mean_return, std_return, mean_turns, steps,
     invalid_actions (total), invalid_per_episode, format_error_rate (chat agents, else None),
-    mean_reward_components, termination_reasons, infra_errors (by reason), retries (extra
+    success_defined (False when no scored episode's task defines success; its success_rate is then
+    None), mean_reward_components, termination_reasons, infra_errors (by reason), retries (extra
     attempts over all episodes), prompt_tokens, completion_tokens, wall_time_s (this session's),
     steps_played (this session's steps), steps_per_s (steps_played / wall_time_s; None when this
     session played nothing).
     """
     scored = [t for t in trajectories if t.scored]
     n = len(scored)
+    judged = [t for t in scored if defines_success(t)]  # the success rate is over these
     returns = [t.total_reward for t in scored]
     turns = [t.num_turns for t in scored]
     invalid = [t.invalid_actions for t in scored]
@@ -52,7 +69,8 @@ def summarize(
     return {
         "episodes": len(trajectories),
         "scored": n,
-        "success_rate": (sum(1 for t in scored if t.success) / n) if n else None,
+        "success_rate": (sum(1 for t in judged if t.success) / len(judged)) if judged else None,
+        "success_defined": bool(judged) or not scored,
         "mean_return": statistics.fmean(returns) if n else None,
         "std_return": statistics.pstdev(returns) if n else None,
         "mean_turns": statistics.fmean(turns) if n else None,

@@ -171,7 +171,28 @@ def test_overall_is_the_macro_average_over_entries() -> None:
 
 
 def test_overall_wall_time_is_the_elapsed_time_of_the_run() -> None:
-    entries = {"a": [traj(s, 0, success=True, reward=1.0) for s in range(4)], "b": [traj(9, 0, success=False, reward=0.0)]}
+    entries = {
+        "a": [traj(s, 0, success=True, reward=1.0) for s in range(4)],
+        "b": [traj(9, 0, success=False, reward=0.0)],
+    }
     results = compute_results(entries, elapsed_s=0.75)
     assert [e["wall_time_s"] for e in results["entries"]] == [pytest.approx(2.0), pytest.approx(0.5)]
     assert results["overall"]["wall_time_s"] == 0.75
+
+
+def test_entries_whose_tasks_define_no_success_show_none_not_zero() -> None:
+    games = [traj(s, 0, success=False, reward=float(s)) for s in range(3)]
+    for t in games:
+        t.task = {"id": f"game/{t.seed}", "success_defined": False}
+    wins = [traj(0, 0, success=True, reward=1.0), traj(1, 0, success=False, reward=0.0)]
+    results = compute_results({"game": games, "wins": wins})
+    game, win = results["entries"]
+    assert game["success_rate"] is None and game["success_defined"] is False
+    assert game["success_rate_ci"] is None and game["pass_hat_k"] == {}
+    assert game["mean_reward"] == pytest.approx(1.0)  # its returns are still scored
+    assert win["success_rate"] == pytest.approx(0.5) and win["success_defined"] is True
+    overall = results["overall"]
+    assert overall["success_rate"] == pytest.approx(0.5)  # the game entry is not averaged in as 0
+    assert overall["entries_scored"] == 2 and overall["success_defined"] is True
+    alone = compute_results({"game": games})["overall"]
+    assert alone["success_rate"] is None and alone["success_rate_ci"] is None and alone["success_defined"] is False

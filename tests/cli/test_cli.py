@@ -386,8 +386,8 @@ def test_run_usage_errors() -> None:
     result = invoke("run", toys.LINE_ID, "--agent", "orcale")
     assert result.exit_code == 2
     assert (
-        "Did you mean 'oracle'? Known agents: random[:SEED], oracle, hf[:MODEL], openai:MODEL@URL, human."
-        in result.stderr
+        "Did you mean 'oracle'? Known agents: random[:SEED], oracle, hf[:MODEL], openai:MODEL@URL, human, "
+        "module:Class | path/to/file.py:Class." in result.stderr
     )
     result = invoke("run", toys.LINE_ID, "--agent", "openai:gpt-4o")  # no @URL
     assert result.exit_code == 2 and "http" in result.stderr and "@" in result.stderr
