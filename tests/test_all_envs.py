@@ -39,6 +39,9 @@ def test_registered_env_passes_contract(spec: envgym.EnvSpec) -> None:
     except MissingDependencyError as err:
         pytest.skip(str(err))
     assert "seeded_determinism" in report.checks
+    # the determinism roll plays valid actions (admissible ones, or the env's own samples): a roll of
+    # rejected guesses would leave the state untouched and could not see state leaking between episodes
+    assert report.valid_steps * 2 >= report.steps, f"only {report.valid_steps} of {report.steps} roll steps were valid"
 
 
 def test_the_registry_spans_the_families() -> None:
