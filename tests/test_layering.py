@@ -19,6 +19,7 @@ LAYERS: dict[str, int] = {
     "envgym.errors": 0,
     "envgym.progress": 0,  # the live progress line: a leaf that runner, bench, trainer and CLI all feed
     "envgym.spaces": 1,
+    "envgym.vector": 1,  # vector envs' infos per sub-env: numpy only, beside spaces
     "envgym.sandbox": 1,  # SWE sandboxes: errors + stdlib (docker SDK lazily); under rewards' UnitTests
     "envgym.rubric": 1,
     "envgym.core": 2,

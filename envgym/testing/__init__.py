@@ -1,7 +1,9 @@
 """Checkers that every envgym environment passes, shipped for outside authors too.
 
 :func:`check_env` runs Gymnasium's own ``check_env`` and then the envgym text-environment
-contract: the ``info`` keys, seeded determinism over a scripted rollout, bad-input fuzzing (no
+contract: the ``info`` keys, seeded determinism over a scripted rollout of valid actions
+(:func:`~envgym.testing.common.roll_action`: admissible ones, the env's own samples or action-space
+samples; ``CheckReport.valid_steps`` counts them), bad-input fuzzing (no
 string, and no non-string either, may make ``step`` raise), step-before-reset, truncation at
 ``max_turns`` and ``close()`` twice. :func:`check_aec_env` and :func:`check_parallel_env` run
 PettingZoo's API tests plus the same text contract for multi-agent environments.
