@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from envgym.errors import EnvgymError, suggest
 from envgym.registration import FAMILIES_PACKAGE, EnvSpec, list_envs
 
@@ -313,8 +315,6 @@ def _suite_path(family: Family) -> Path:
 
 
 def _check_suite(family: Family) -> Iterator[str]:
-    import yaml
-
     path = _suite_path(family)
     if not path.is_file():
         yield f"no suite file {path.relative_to(family.root)} (CONTRACT['suite'] = {family.suite!r})"

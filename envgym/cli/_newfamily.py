@@ -19,6 +19,7 @@ import typer
 from envgym.cli._common import EXIT_USAGE, echo_json, fail, handle_errors, out_console
 from envgym.cli._options import JsonOption
 from envgym.errors import EnvgymError
+from envgym.families import checkout_root
 
 __all__ = ["FAMILY_NAME", "new_family_command", "stamp_family"]
 
@@ -176,7 +177,7 @@ class Solver(Policy):
         return "up" if value < target else "down"
 '''
 
-_SUITE = '''# envgym ${name} suite, version 1. Frozen: any change to what it runs makes ${name}-v2.
+_SUITE = """# envgym ${name} suite, version 1. Frozen: any change to what it runs makes ${name}-v2.
 name: ${name}
 version: 1
 description: >
@@ -192,7 +193,7 @@ entries:
   - {name: base, env: envgym/${camel}-v0}
   - {name: easy, env: envgym/${camel}-Easy-v0}
   - {name: hard, env: envgym/${camel}-Hard-v0}
-'''
+"""
 
 _PERF = '''"""${title} performance: reset time and steps/s of every preset, in one process.
 
@@ -311,7 +312,7 @@ def test_the_oracle_solves_every_seed_in_the_fewest_steps(env_id: str) -> None:
 
 def test_an_invalid_action_is_charged_and_changes_nothing() -> None:
     env = envgym.make("envgym/${camel}-v0")
-    obs, _ = env.reset(seed=0)
+    env.reset(seed=0)
     value = env.unwrapped.value
     _, reward, terminated, _, info = env.step("sideways")
     assert not info["action_valid"] and reward == pytest.approx(-0.1) and not terminated
@@ -356,7 +357,11 @@ def stamp_family(name: str, root: Path) -> list[Path]:
         EnvgymError: a bad or taken name, or a file of the skeleton exists already (nothing is
             written then).
     """
-    existing = sorted(p.name for p in (root / "environments").iterdir() if p.is_dir()) if (root / "environments").is_dir() else []
+    existing = (
+        sorted(p.name for p in (root / "environments").iterdir() if p.is_dir())
+        if (root / "environments").is_dir()
+        else []
+    )
     check_family_name(name, existing)
     files = {root / rel: text for rel, text in _files(name).items()}
     taken = [str(p.relative_to(root)) for p in files if p.exists()]
@@ -380,8 +385,6 @@ def new_family_command(
     """Stamp a new environment family that keeps the family contract (env, card, specs, oracle,
     suite, perf script, tests); docs/family-contract.md says what each part is for."""
     if root is None:
-        from envgym.families import checkout_root
-
         root = checkout_root()
     if not root.is_dir():
         fail(f"--root {str(root)!r} is not a folder: give the checkout to stamp the family into.", EXIT_USAGE)

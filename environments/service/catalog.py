@@ -11,9 +11,19 @@ __all__ = ["DOMAINS", "domain_class"]
 
 #: domain name -> (module, class, id part, summary)
 DOMAINS: dict[str, tuple[str, str, str, str]] = {
-    "retail": ("retail", "RetailDomain", "Retail", "online store orders: cancel, return, exchange, change address"),
-    "travel": ("travel", "TravelDomain", "Travel", "flight bookings: change, cancel, baggage, compensation"),
-    "telecom": ("telecom", "TelecomDomain", "Telecom", "mobile support, dual control: guide the user on their phone"),
+    "retail": (
+        "retail.domain",
+        "RetailDomain",
+        "Retail",
+        "online store orders: cancel, return, exchange, change address",
+    ),
+    "travel": ("travel.domain", "TravelDomain", "Travel", "flight bookings: change, cancel, baggage, compensation"),
+    "telecom": (
+        "telecom.domain",
+        "TelecomDomain",
+        "Telecom",
+        "mobile support, dual control: guide the user on their phone",
+    ),
 }
 
 

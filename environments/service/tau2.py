@@ -83,9 +83,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
-from envgym.environments.service import travel
 from envgym.environments.service.core import Domain, Scenario, ServiceTask, Tool, ToolCall, ToolError, World
-from envgym.environments.service.retail import RetailDomain, cents, dollars
+from envgym.environments.service.retail.domain import RetailDomain
+from envgym.environments.service.retail.tools import cents, dollars
+from envgym.environments.service.travel import tools as travel
 from envgym.environments.service.user import ScriptedUser
 
 from envgym.errors import ConfigError, NotAvailableError

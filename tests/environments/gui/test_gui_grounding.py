@@ -20,8 +20,8 @@ pytest.importorskip("playwright.sync_api", reason="the grounding envs render in 
 pytest.importorskip("PIL", reason="the grounding envs decode screenshots with Pillow (pip install 'envgym[gui]')")
 
 from envgym.agents.solvers.gui_grounding import Solver, find_target
-from envgym.environments.gui.grounding import GUIGroundingEnv, parse_answer, score_answer
-from envgym.environments.gui.grounding_forms import (
+from envgym.environments.gui.grounding.env import GUIGroundingEnv, parse_answer, score_answer
+from envgym.environments.gui.grounding.forms import (
     _BUTTONS,
     _CHECKS,
     _FIELDS,
@@ -35,7 +35,7 @@ from envgym.environments.gui.grounding_forms import (
     generate_form,
     split_words,
 )
-from envgym.environments.gui.grounding_render import CHROMIUM
+from envgym.environments.gui.grounding.render import CHROMIUM
 
 pytestmark = pytest.mark.skipif(
     not __import__("os").path.exists(CHROMIUM), reason=f"Debian's Chromium ({CHROMIUM}) is not installed"
@@ -47,7 +47,7 @@ TEXT_ID = "envgym/GUIGrounding-Text-v0"
 
 def _registered() -> None:
     """The ids, whether or not the gui family's SPECS lists them yet (they are appended there)."""
-    from envgym.environments.gui.grounding_specs import GROUNDING_SPECS
+    from envgym.environments.gui.grounding.specs import GROUNDING_SPECS
 
     from envgym.registration import register
 
@@ -177,7 +177,7 @@ def test_same_seed_same_screenshot_in_another_process(env: Any) -> None:
     here = hashlib.sha256(obs["screenshot"].tobytes()).hexdigest()
     code = (
         "import hashlib, envgym\n"
-        "from envgym.environments.gui.grounding_specs import GROUNDING_SPECS\n"
+        "from envgym.environments.gui.grounding.specs import GROUNDING_SPECS\n"
         "from envgym.registration import register\n"
         "[register(s) for s in GROUNDING_SPECS]\n"
         f"env = envgym.make({DICT_ID!r})\n"
@@ -257,7 +257,7 @@ def test_random_points_rarely_hit(env: Any) -> None:
 
 
 def test_miniwob_pages_split_and_axtree_lines_parse() -> None:
-    from envgym.environments.gui.grounding_miniwob import PAGES, pages, parse_axtree
+    from envgym.environments.gui.grounding.miniwob import PAGES, pages, parse_axtree
 
     train, test = set(pages("train")), set(pages("test"))
     assert not train & test and train | test == set(PAGES) and len(test) == 6
@@ -266,7 +266,7 @@ def test_miniwob_pages_split_and_axtree_lines_parse() -> None:
 
 
 def test_miniwob_scenes_oracle_and_splits() -> None:
-    from envgym.environments.gui.grounding_miniwob import pages
+    from envgym.environments.gui.grounding.miniwob import pages
 
     pytest.importorskip("miniwob", reason="MiniWoB scenes need the miniwob package (pip install 'envgym[gui]')")
     env_id = "envgym/GUIGrounding-MiniWoB-Text-v0"

@@ -23,7 +23,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 from envgym.environments.gui import EXCLUDED, MINIWOB_TASKS
-from envgym.environments.gui.miniwob import MiniWoBEnv, task_names
+from envgym.environments.gui.miniwob.env import MiniWoBEnv, task_names
 
 
 def _ids(tree: str, role: str, name: str | None = None) -> list[int]:
@@ -218,7 +218,7 @@ def test_same_seed_same_episode_across_processes_and_splits_disjoint() -> None:
     script = textwrap.dedent(
         """
         import json, random, sys
-        from envgym.environments.gui.miniwob import MiniWoBEnv
+        from envgym.environments.gui.miniwob.env import MiniWoBEnv
         out = []
         for task in ("click-checkboxes", "enter-text", "click-tab", "use-autocomplete"):
             env = MiniWoBEnv(task=task, split=sys.argv[1])

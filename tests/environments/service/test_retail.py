@@ -12,8 +12,9 @@ import pytest
 from envgym.agents.solvers.service_retail import Solver
 from envgym.environments.service.core import ToolCall, ToolError, World, grade
 from envgym.environments.service.env import ServiceEnv
-from envgym.environments.service.retail import POLICY, RetailDomain
-from envgym.environments.service.retail_tasks import KINDS, format_address
+from envgym.environments.service.retail.domain import RetailDomain
+from envgym.environments.service.retail.tasks import KINDS, format_address
+from envgym.environments.service.retail.tools import POLICY
 from envgym.environments.service.user import STOP
 
 from envgym.testing import check_env

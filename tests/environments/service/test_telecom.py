@@ -14,16 +14,16 @@ import pytest
 from envgym.agents.solvers.service_telecom import Solver
 from envgym.environments.service.core import ToolCall, ToolError, World, grade
 from envgym.environments.service.env import TEST_MODULUS, ServiceEnv
-from envgym.environments.service.telecom import (
+from envgym.environments.service.telecom.domain import TelecomDomain
+from envgym.environments.service.telecom.tools import (
     DEFAULT_APN,
-    TelecomDomain,
     causes,
     data_works,
     has_service,
     problem_fixed,
     speed_mbps,
 )
-from envgym.environments.service.telecom_user import TelecomUser, instructions
+from envgym.environments.service.telecom.user import TelecomUser, instructions
 from envgym.environments.service.user import STOP
 
 from envgym.testing import check_env

@@ -12,8 +12,9 @@ import pytest
 from envgym.agents.solvers.service_travel import Solver, parse_policy, parse_request
 from envgym.environments.service.core import ToolCall, ToolError, World, grade
 from envgym.environments.service.env import ServiceEnv
-from envgym.environments.service.travel import POLICY, TravelDomain
-from envgym.environments.service.travel_data import KINDS
+from envgym.environments.service.travel.domain import TravelDomain
+from envgym.environments.service.travel.tasks import KINDS
+from envgym.environments.service.travel.tools import POLICY
 from envgym.environments.service.user import STOP
 
 import envgym

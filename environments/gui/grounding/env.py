@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
-from envgym.environments.gui.grounding_forms import (
+from envgym.environments.gui.grounding.forms import (
     TARGET_ROLES,
     TEMPLATES,
     Element,
@@ -18,8 +18,8 @@ from envgym.environments.gui.grounding_forms import (
     generate_form,
     name_element,
 )
-from envgym.environments.gui.grounding_miniwob import MiniWoBScenes, pages
-from envgym.environments.gui.grounding_render import BrowserPage, check_browser
+from envgym.environments.gui.grounding.miniwob import MiniWoBScenes, pages
+from envgym.environments.gui.grounding.render import BrowserPage, check_browser
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import InvalidKwargsError, check_choice

@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from envgym.environments.service.core import ToolCall, ToolError, World
-from envgym.environments.service.telecom import problem_fixed
+from envgym.environments.service.telecom.tools import problem_fixed
 from envgym.environments.service.user import ScriptedUser, UserReply
 
 __all__ = ["TelecomUser", "instructions"]

@@ -15,7 +15,7 @@ import random
 from typing import Any
 
 from envgym.environments.service.core import Scenario, ServiceTask, ToolCall, World
-from envgym.environments.service.telecom import (
+from envgym.environments.service.telecom.tools import (
     DEFAULT_APN,
     MAX_REFUEL_GB,
     PLANS,

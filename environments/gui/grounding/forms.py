@@ -4,7 +4,7 @@
 fields, a drop-down, check boxes, a radio group, a table of rows with repeated buttons, links and
 action buttons, in one of several layouts, sizes and colour schemes) and the element the
 instruction names. Every element that can be a target carries a ``data-gid`` attribute, the key of
-its :class:`Element` record; the renderer (:mod:`envgym.environments.gui.grounding_render`) reads
+its :class:`Element` record; the renderer (:mod:`envgym.environments.gui.grounding.render`) reads
 each one's box from the page Chromium laid out.
 
 The vocabularies are split: every list of words is cut into a train part and a test part (every

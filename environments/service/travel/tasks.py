@@ -14,7 +14,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from envgym.environments.service.core import Scenario, ServiceTask, ToolCall, World
-from envgym.environments.service.travel import (
+from envgym.environments.service.travel.tools import (
     BAG_FEE,
     CABINS,
     COMPENSATION,

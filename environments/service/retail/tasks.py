@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envgym.environments.service.core import Scenario, ServiceTask, ToolCall, World, normalise
-from envgym.environments.service.retail import cents, dollars, order_total
+from envgym.environments.service.retail.tools import cents, dollars, order_total
 from envgym.environments.service.user import CONFIRM, ScriptedUser
 
 __all__ = ["KINDS", "PRODUCT_TYPES", "RetailUser", "format_address", "make_task", "make_world"]

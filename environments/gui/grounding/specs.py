@@ -1,11 +1,11 @@
-"""The GUI grounding ids, appended to ``environments/gui/__init__.py``'s ``SPECS`` (data only:
+"""The GUI grounding ids, part of the gui family's ``SPECS`` (data only:
 string entry points, no env code imported)."""
 
 from __future__ import annotations
 
 from envgym.registration import EnvSpec
 
-_ENTRY = "envgym.environments.gui.grounding:GUIGroundingEnv"
+_ENTRY = "envgym.environments.gui.grounding.env:GUIGroundingEnv"
 _BASE = "envgym/GUIGrounding-v0"
 
 GROUNDING_SPECS: list[EnvSpec] = [

@@ -1,0 +1,1 @@
+"""MiniWoB++ task pages in Chromium: :mod:`.env` (the env and its card), :mod:`.specs` (the ids)."""
