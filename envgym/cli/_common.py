@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, UnknownAgentError, UnknownEnvError, suggest
 from envgym.registration import list_envs, spec
+from envgym.rollout.specs import split_agent_spec
 
 __all__ = [
     "EXIT_FAILED",
@@ -248,8 +249,6 @@ def probe_agent_server(agent_spec: str, *, timeout_s: float = PROBE_TIMEOUT_S) -
     (over a minute) and end as an ``agent_error``. A probe that only times out lets the run go
     on (a slow network is not a dead server), with a note on stderr.
     """
-    from envgym.rollout.specs import split_agent_spec
-
     try:
         kind, argument = split_agent_spec(agent_spec)
     except EnvgymError:
