@@ -142,7 +142,7 @@ def parse_answer(action: Any, endowment: float) -> tuple[float, str | None]:
 class CoopTextEnv(TextSpaces, ParallelEnv[str, str, str]):
     """A Coopetition-Gym game for LLM agents: the round, history and trust in words; answers in text.
 
-    **Description.** The game of ``game`` (its card: ``envgym info envgym/Coop-<Name>-Text-v0``)
+    **Description.** The game named by ``game`` (its rules: the **Game.** section of the id's card)
     played by LLM agents through PettingZoo's Parallel API, optionally talking to each other.
 
     **Observation.** Per agent, a ``str``: the game and the agent's role, its endowment and what a
