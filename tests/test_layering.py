@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "envgym.multiagent": 3,
     "envgym.registration": 4,
     "envgym.testing": 5,
+    "envgym.families": 5,  # the family contract: reads the registry and the checkout, imports no env code
     "envgym.models": 5,
     "envgym.rollout": 6,
     "envgym.bench": 7,
