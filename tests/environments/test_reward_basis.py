@@ -131,6 +131,7 @@ def test_coopetition() -> None:
     joint.close()
 
 
+@pytest.mark.slow  # highway-env's import and simulator: seconds, not milliseconds
 def test_driving() -> None:
     pytest.importorskip("highway_env")
     infos = _play("envgym/Drive-Highway-v0", steps=4)
