@@ -63,6 +63,7 @@ leaderboard bundles still verify, since verification replays the recorded action
 from __future__ import annotations
 
 import collections
+import hashlib
 import inspect
 import logging
 import os
@@ -860,16 +861,46 @@ def _prefill_buckets(lengths: Sequence[int]) -> list[tuple[int, int]]:
     return buckets
 
 
-#: Each tokenizer's ids decoded one by one (for the stop-string filter), kept while the tokenizer
-#: lives: decoding a 49k vocabulary takes a second or two, and the trainer builds an agent per rollout.
+#: Each tokenizer's ids decoded one by one (for the stop-string filter). Decoding a 49k vocabulary
+#: takes most of a second and the trainer builds an agent (and loads a tokenizer) per rollout, so a
+#: fast tokenizer's texts are kept by its content (the serialised tokenizer: vocabulary, added and
+#: special tokens, decoder), the same for every copy loaded from the same files; any other kept
+#: while that tokenizer object lives.
 _TOKEN_TEXTS: weakref.WeakKeyDictionary[Any, list[str]] = weakref.WeakKeyDictionary()
+_TOKEN_TEXTS_BY_CONTENT: collections.OrderedDict[tuple[str, int, str], list[str]] = collections.OrderedDict()
+_TOKEN_TEXTS_KEPT = 4
+
+
+def _tokenizer_content_key(tokenizer: Any) -> tuple[str, int, str] | None:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    to_str = getattr(backend, "to_str", None)
+    if to_str is None:
+        return None
+    try:
+        serialised = to_str()
+    except Exception:  # noqa: BLE001 - a backend that cannot serialise: cached by identity instead
+        return None
+    if not isinstance(serialised, str):
+        return None
+    digest = hashlib.sha256(serialised.encode("utf-8", "surrogatepass")).hexdigest()
+    return (type(tokenizer).__qualname__, len(tokenizer), digest)
 
 
 def _token_texts(tokenizer: Any) -> list[str]:
     texts = _TOKEN_TEXTS.get(tokenizer)
+    if texts is not None:
+        return texts
+    key = _tokenizer_content_key(tokenizer)
+    texts = _TOKEN_TEXTS_BY_CONTENT.get(key) if key is not None else None
     if texts is None:
         texts = tokenizer.batch_decode([[i] for i in range(len(tokenizer))], skip_special_tokens=True)
-        _TOKEN_TEXTS[tokenizer] = texts
+        if key is not None:
+            _TOKEN_TEXTS_BY_CONTENT[key] = texts
+            while len(_TOKEN_TEXTS_BY_CONTENT) > _TOKEN_TEXTS_KEPT:
+                _TOKEN_TEXTS_BY_CONTENT.popitem(last=False)
+    elif key is not None:
+        _TOKEN_TEXTS_BY_CONTENT.move_to_end(key)
+    _TOKEN_TEXTS[tokenizer] = texts
     return texts
 
 

@@ -665,3 +665,19 @@ def test_agent_sets_threads_per_call_and_restores_them(tiny: tuple[Any, Any], mo
     assert agent_for(tiny)._call_threads() is None  # OMP_NUM_THREADS set: torch's setting stays
     with pytest.raises(ConfigError, match="threads must be None or an int >= 1"):
         agent_for(tiny, threads=0)
+
+
+def test_token_texts_are_shared_by_copies_of_a_tokenizer_and_only_by_them() -> None:
+    from envgym.agents import hf
+
+    _, first = tiny_causal_lm(seed=0)
+    _, second = tiny_causal_lm(seed=0)
+    assert first is not second
+    texts = hf._token_texts(first)
+    assert texts == first.batch_decode([[i] for i in range(len(first))], skip_special_tokens=True)
+    assert hf._token_texts(second) is texts  # the same files: decoded once
+    _, third = tiny_causal_lm(seed=0)
+    third.add_special_tokens({"additional_special_tokens": ["<|envgym-test|>"]})
+    other = hf._token_texts(third)
+    assert other is not texts and len(other) == len(texts) + 1
+    assert other[: len(texts)] == texts and other[-1] == ""  # a special token decodes to nothing
