@@ -35,7 +35,14 @@ from envgym.cli._common import (
 )
 from envgym.cli._options import DbOption, JsonOption, out_option
 from envgym.cli._tokens import token_app
-from envgym.leaderboard.bundle import BUNDLE_SUFFIX, make_bundle, read_bundle, write_bundle
+from envgym.leaderboard.bundle import (
+    BUNDLE_SUFFIX,
+    BundleError,
+    check_agent_name,
+    make_bundle,
+    read_bundle,
+    write_bundle,
+)
 from envgym.leaderboard.pages import export_site, plain
 from envgym.leaderboard.verify import VerifyConfig, verify_bundle
 
@@ -371,8 +378,6 @@ def rename_command(
     local:USER); with --url the server does it (POST /api/submissions/ID/rename) for an admin
     token (--token-file or $ENVGYM_LEADERBOARD_TOKEN).
     """
-    from envgym.leaderboard.bundle import BundleError, check_agent_name
-
     if db is not None and url is not None:
         fail("give --db (rename here) or --url (rename on a server), not both.", EXIT_USAGE)
     if len(reason) > 1000:
