@@ -39,6 +39,7 @@ from envgym.leaderboard.bundle import (
     BUNDLE_SUFFIX,
     BundleError,
     check_agent_name,
+    episodes_key,
     make_bundle,
     read_bundle,
     write_bundle,
@@ -224,7 +225,6 @@ def submit_command(
 
 
 def _refuse_twin(store: Any, bundle: Any) -> None:
-    from envgym.leaderboard.bundle import episodes_key
     from envgym.leaderboard.store import DuplicateEpisodes
 
     try:
