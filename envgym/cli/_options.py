@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: How ``--system-prompt`` reads a file, and what it wins over (after the field's own help).
-AT_FILE = "@FILE reads it from FILE. Given, it wins over the prompt a trained adapter recorded."
+AT_FILE = "@FILE reads it from FILE. It wins over an adapter's recorded prompt (envgym run applies those; bench runs keep the suite's)."
 #: How every ``key=value`` option is written (parsed by :func:`envgym.cli._common.parse_kwargs`).
 KEY_VALUE = "KEY=VALUE, repeatable; values parse as JSON (6, true, [1, 2]), else stay text."
 
