@@ -24,26 +24,17 @@ from envgym.cli._common import (
     fmt_success,
     handle_errors,
     out_console,
-    parse_kwargs,
     probe_agent_server,
-    read_system_prompt,
 )
 from envgym.cli._options import (
-    AgentOptionsOption,
-    AgentTimeoutOption,
-    BackendOption,
-    EpisodeTimeoutOption,
+    BENCH_RUN_FLAGS,
+    PROMPT_FLAGS,
     JsonOption,
-    MaxRetriesOption,
-    ModeOption,
     NoProgressOption,
-    NumEnvsOption,
-    StepTimeoutOption,
-    SystemPromptOption,
-    WorkersOption,
     agent_option,
     entries_limit_option,
     out_option,
+    with_field_flags,
 )
 from envgym.cli._run import _note, _tally
 from envgym.cli.agents import check_agent_spec
@@ -139,7 +130,12 @@ def _ci(value: Any) -> str:
     return f" [{value[0]:.2f}, {value[1]:.2f}]" if value else ""
 
 
+#: The prompt flag of ``bench run``: the suite's other prompt settings are part of what it measures.
+BENCH_PROMPT_FLAGS = PROMPT_FLAGS.only("system_prompt")
+
+
 @bench_app.command("run")
+@with_field_flags(BENCH_PROMPT_FLAGS, BENCH_RUN_FLAGS, after="limit")
 @handle_errors
 def run_command(
     suite: Annotated[str, typer.Argument(metavar="SUITE", help="Suite id (core-v1; see `envgym bench list`) or path.")],
@@ -152,18 +148,9 @@ def run_command(
         out_option("Run folder (default runs/bench/SUITE/AGENT-UTCTIME); re-run to resume.", was_agent_option=True),
     ] = None,
     limit: Annotated[int | None, entries_limit_option()] = None,
-    system_prompt: SystemPromptOption = None,
-    agent_options: AgentOptionsOption = None,
-    num_envs: NumEnvsOption = None,
-    workers: WorkersOption = 1,
-    backend: BackendOption = "inproc",
-    mode: ModeOption = "lockstep",
-    max_retries: MaxRetriesOption = 2,
-    episode_timeout: EpisodeTimeoutOption = None,
-    step_timeout: StepTimeoutOption = None,
-    agent_timeout: AgentTimeoutOption = None,
     no_progress: NoProgressOption = False,
     as_json: JsonOption = False,
+    **fields: Any,
 ) -> None:
     """Run a benchmark suite with an agent: every entry through the rollout harness.
 
@@ -183,8 +170,8 @@ def run_command(
         fail(f"--trials must be at least 1, got {trials!r}.", EXIT_USAGE)
     if limit is not None and limit < 1:
         fail(f"--limit must be at least 1, got {limit!r}.", EXIT_USAGE)
-    options = parse_kwargs(agent_options, flag="--agent-option")
-    prompt_text = read_system_prompt(system_prompt)
+    harness = BENCH_RUN_FLAGS.values(fields)  # --agent-option parsed
+    prompt_text = BENCH_PROMPT_FLAGS.values(fields)["system_prompt"]  # --system-prompt @FILE read
     loaded = load_suite(suite)  # every entry is validated (and one env built each) before anything runs
     probe_agent_server(agent)  # a dead server fails now, not after every episode's retries
     k = trials if trials is not None else loaded.trials
@@ -215,17 +202,9 @@ def run_command(
             run = run_suite(
                 loaded,
                 agent,
-                agent_options=options,
+                **harness,
                 trials=trials,
                 out=folder,
-                num_envs=num_envs,
-                backend=backend,
-                workers=workers,
-                mode=mode,
-                max_retries=max_retries,
-                episode_timeout_s=episode_timeout,
-                step_timeout_s=step_timeout,
-                agent_timeout_s=agent_timeout,
                 limit=limit,
                 system_prompt=prompt_text,
                 on_entry=on_entry,
@@ -238,8 +217,8 @@ def run_command(
     except (KeyboardInterrupt, StopRun) as err:
         what = "stopped" if isinstance(err, StopRun) else "interrupted"
         again = shlex.join(["envgym", "bench", "run", suite, "--agent", agent, "--out", str(folder)])
-        if system_prompt is not None:
-            again += f" --system-prompt {shlex.quote(system_prompt)}"
+        if fields["system_prompt"] is not None:
+            again += f" --system-prompt {shlex.quote(fields['system_prompt'])}"
         console.print(
             f"[yellow]{what}[/]: {counts['ended']} episode(s) recorded in {escape(str(folder))}; "
             f"resume with: {escape(again)}",

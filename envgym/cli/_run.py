@@ -30,45 +30,25 @@ from envgym.cli._common import (
     fmt_success,
     handle_errors,
     out_console,
-    parse_kwargs,
     probe_agent_server,
     progress_bar,
-    read_system_prompt,
     select_spec,
 )
 from envgym.cli._options import (
-    KEY_VALUE,
-    AgentOptionsOption,
-    AgentTimeoutOption,
-    BackendOption,
-    EnvKwargsOption,
+    PROMPT_FLAGS,
+    RUN_FLAGS,
     EpisodesOption,
-    EpisodeTimeoutOption,
     FamilyOption,
-    GoalReminderOption,
-    GroupSizeOption,
-    HistoryOption,
     JsonOption,
-    LastKOption,
     LimitOption,
-    MaxRetriesOption,
-    MaxTurnsOption,
-    ModeOption,
     NoProgressOption,
-    NumEnvsOption,
-    ReplyTokensOption,
     SeedOption,
-    StepTimeoutOption,
-    StopAtActionOption,
-    SystemPromptOption,
-    TokenBudgetOption,
     VariantsOption,
-    WorkersOption,
     agent_option,
-    config_help,
     out_option,
+    with_field_flags,
 )
-from envgym.cli.agents import PROMPT_FLAGS, check_agent_spec, parse_agent_spec, prompt_for_agent
+from envgym.cli.agents import check_agent_spec, parse_agent_spec, prompt_for_agent
 from envgym.errors import EnvgymError, NotAvailableError, StopRun, suggest
 from envgym.progress import Progress as LiveProgress
 from envgym.registration import list_envs
@@ -184,6 +164,7 @@ def _note(counts: dict[str, int]) -> str:
     return text + (f"  errors {counts['errors']}" if counts["errors"] else "")
 
 
+@with_field_flags(RUN_FLAGS, PROMPT_FLAGS, after="agent")
 @handle_errors
 def run_command(
     ctx: typer.Context,
@@ -196,43 +177,15 @@ def run_command(
         ),
     ],
     agent: Annotated[str | None, agent_option("random; with 'all': oracle and random")] = None,
-    episodes: EpisodesOption = 10,
-    seed: SeedOption = 0,
-    kwargs: EnvKwargsOption = None,
-    num_envs: NumEnvsOption = None,
-    workers: WorkersOption = 1,
-    backend: BackendOption = "inproc",
-    mode: ModeOption = "lockstep",
-    group_size: GroupSizeOption = 1,
-    max_turns: MaxTurnsOption = None,
-    max_retries: MaxRetriesOption = 2,
-    episode_timeout: EpisodeTimeoutOption = None,
-    step_timeout: StepTimeoutOption = None,
-    agent_timeout: AgentTimeoutOption = None,
-    agent_options: AgentOptionsOption = None,
-    history: HistoryOption = "full",
-    last_k: LastKOption = 4,
-    token_budget: TokenBudgetOption = None,
-    reply_tokens: ReplyTokensOption = None,
-    stop_at_action: StopAtActionOption = True,
-    goal_reminder: GoalReminderOption = False,
     limit: LimitOption = None,
-    system_prompt: SystemPromptOption = None,
     out: Annotated[
         str | None,
         out_option("Run folder: records written as each episode ends; re-run to resume.", was_agent_option=True),
     ] = None,
-    agent_for: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--agent-for",
-            metavar="AGENT=SPEC",
-            help=f"{config_help(RunConfig, 'agents')} {KEY_VALUE}",
-        ),
-    ] = None,
     per_episode: Annotated[bool, typer.Option("--per-episode", help="With --json: include every episode.")] = False,
     no_progress: NoProgressOption = False,
     as_json: JsonOption = False,
+    **fields: Any,
 ) -> None:
     """Run an agent for some episodes of one or more environments and print a results table.
 
@@ -249,10 +202,11 @@ def run_command(
     probed once before the run) or every episode ended by an infrastructure error (nothing was
     scored; the results are still printed); 2 usage error (bad flag, id, option or --out).
     """
+    episodes, seed, group_size = fields["episodes"], fields["seed"], fields["group_size"]
     if "all" in env_ids:
         if len(env_ids) > 1:
             fail("'all' runs every environment; give it alone, or name the ids to run.", EXIT_USAGE)
-        if kwargs:
+        if fields["kwargs"]:
             fail("--kwargs applies to one environment; it cannot be used with 'all'.", EXIT_USAGE)
         _run_all(
             agents=[agent] if agent else list(DEFAULT_ALL_AGENTS),
@@ -264,18 +218,18 @@ def run_command(
         )
         return
     _check_positive("--episodes", episodes)
-    if num_envs is not None:
-        _check_positive("--num-envs", num_envs)
+    if fields["num_envs"] is not None:
+        _check_positive("--num-envs", fields["num_envs"])
     if limit is not None:
         _check_positive("--limit", limit)
-    env_kwargs = parse_kwargs(kwargs)  # with several ids, every id gets them
-    prompt_text = read_system_prompt(system_prompt)
-    options = parse_kwargs(agent_options, flag="--agent-option")
+    settings = RUN_FLAGS.values(fields)  # --kwargs, --agent-option and --agent-for parsed
+    env_kwargs = settings.get("env_kwargs", {})  # with several ids, every id gets them
+    prompt = PromptConfig(**PROMPT_FLAGS.values(fields))  # --system-prompt @FILE read
     specs = [select_spec(env_id, None, allowed=("gymnasium", "parallel"), command="envgym run") for env_id in env_ids]
     ids = [s.id for s in specs]
     if len({s.kind for s in specs}) > 1:
         fail("give single-agent ids or PettingZoo Parallel ids, not both in one run.", EXIT_USAGE)
-    per_agent = parse_kwargs(agent_for, flag="--agent-for") if agent_for else None
+    per_agent = settings.get("agents")
     if per_agent:
         if specs[0].kind != "parallel":
             fail("--agent-for applies to PettingZoo Parallel (multi-agent) environments only.", EXIT_USAGE)
@@ -291,38 +245,15 @@ def run_command(
     for spec_text in dict.fromkeys([agent_spec, *(per_agent or {}).values()]):
         probe_agent_server(spec_text)  # a dead server fails now, not after every episode's retries
     config = RunConfig(
-        env_id=ids[0],
-        tasks=_several_ids_tasks(ids, episodes, seed, group_size, env_kwargs, limit) if len(ids) > 1 else None,
-        agent=agent_spec,
-        agent_options=options,
-        agents=per_agent,
-        episodes=_limited(episodes, limit, group_size) if len(ids) == 1 else None,
-        seed=seed,
-        group_size=group_size,
-        env_kwargs=env_kwargs,
-        max_turns=max_turns,
-        num_envs=num_envs,
-        backend=backend,
-        workers=workers,
-        mode=mode,
-        max_retries=max_retries,
-        episode_timeout_s=episode_timeout,
-        step_timeout_s=step_timeout,
-        agent_timeout_s=agent_timeout,
-        prompt=prompt_for_agent(  # defaults < the prompt a trained adapter records < flags
-            agent_spec,
-            PromptConfig(
-                system_prompt=prompt_text,
-                history=history,
-                last_k=last_k,
-                token_budget=token_budget,
-                max_new_tokens=reply_tokens,
-                stop_at_action=stop_at_action,
-                goal_reminder=goal_reminder,
-            ),
-            PROMPT_FLAGS,
-            ctx,
-        ),
+        **{
+            **settings,  # what every RunConfig flag set; the run's own episodes and tasks:
+            "env_id": ids[0],
+            "tasks": _several_ids_tasks(ids, episodes, seed, group_size, env_kwargs, limit) if len(ids) > 1 else None,
+            "agent": agent_spec,
+            "episodes": _limited(episodes, limit, group_size) if len(ids) == 1 else None,
+            # defaults < the prompt a trained adapter records < flags
+            "prompt": prompt_for_agent(agent_spec, prompt, PROMPT_FLAGS.fields_by_param(), ctx),
+        }
     )
     console = err_console()
     counts = {"ended": 0, "success": 0, "errors": 0}

@@ -13,11 +13,7 @@ only rank 0 prints.
 
 from __future__ import annotations
 
-import inspect
 import os
-import types
-import typing
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -26,7 +22,17 @@ from rich.markup import escape
 from rich.table import Table
 
 from envgym.cli._common import echo_json, err_console, fmt_float, handle_errors, out_console, parse_kwargs
-from envgym.cli._options import KEY_VALUE, JsonOption, NoProgressOption, config_help
+from envgym.cli._options import (
+    KEY_VALUE,
+    FieldFlags,
+    Flag,
+    JsonOption,
+    NoProgressOption,
+    config_help,
+    field_options,  # noqa: F401 - where tests of the train flags look
+    with_field_flags,
+)
+from envgym.cli._options import flag_type as _flag_type  # noqa: F401 - where tests of the train flags look
 from envgym.errors import ConfigError
 from envgym.progress import Progress
 from envgym.trainer.checkpoint import list_checkpoints
@@ -113,7 +119,7 @@ def _progress_line(row: dict[str, Any], total: int) -> str:
 
 
 #: The flags that set a :class:`TrainConfig` field, declared once: ``(field, long flag, short flag)``.
-#: Each flag's type and help come from its field (:func:`field_options`); every other setting is
+#: Each flag's type and help come from its field (:class:`~envgym.cli._options.FieldFlags`); every other setting is
 #: ``--set KEY=VALUE`` (``--kwargs`` adds to ``env_kwargs`` instead of replacing it).
 TRAIN_FLAGS: tuple[tuple[str, str, str | None], ...] = (
     ("env_id", "--env", "-e"),
@@ -135,43 +141,7 @@ TRAIN_FLAGS: tuple[tuple[str, str, str | None], ...] = (
 )
 
 
-def _flag_type(config: type, name: str) -> type:
-    """The command-line type of ``config``'s field ``name``: its annotation without ``None``, and
-    without ``str`` where ``str`` only spells ``auto`` (``int | str``: an int flag)."""
-    hint = typing.get_type_hints(config)[name]
-    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
-    options = [t for t in (typing.get_args(hint) if union else (hint,)) if t is not type(None)]
-    for kind in (bool, int, float, str):
-        if kind in options:
-            return kind
-    raise TypeError(f"{config.__name__}.{name} ({hint}) has no command-line type; set it with --set")
-
-
-def field_options(config: type, flags: Sequence[tuple[str, str, str | None]]) -> list[inspect.Parameter]:
-    """One parameter per ``(field, long, short)`` of ``flags`` (passed by name): a Typer option of the
-    field's type (:func:`_flag_type`), its help the field's documentation, default ``None``
-    (unset: the file's or the default value stays)."""
-    params = []
-    for name, long, short in flags:
-        option = typer.Option(long, *([short] if short else []), help=config_help(config, name), show_default=False)
-        annotation = Annotated[_flag_type(config, name) | None, option]  # type: ignore[valid-type]
-        params.append(
-            inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None, annotation=annotation)
-        )
-    return params
-
-
-def _with_field_flags(command: Callable[..., Any]) -> Callable[..., Any]:
-    """``command`` (taking the field flags as ``**fields``) with a signature that declares them."""
-    signature = inspect.signature(command, eval_str=True)
-    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-    generated = field_options(TrainConfig, TRAIN_FLAGS)
-    # --config first, then the field flags, then the rest (the order of --help)
-    command.__signature__ = signature.replace(parameters=[*fixed[:1], *generated, *fixed[1:]])  # type: ignore[attr-defined]
-    return command
-
-
-@_with_field_flags
+@with_field_flags(FieldFlags(TrainConfig, tuple(Flag(*flag) for flag in TRAIN_FLAGS), unset=True), after="config_file")
 @handle_errors
 def train_command(
     config_file: Annotated[

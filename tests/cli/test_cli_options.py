@@ -9,18 +9,31 @@ The tree is walked from ``typer.main.get_command(app)``, so a new command is che
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 import typer
 from typer.testing import CliRunner
 
 from envgym.cli import app
-from envgym.cli._options import AT_FILE, KEY_VALUE, config_help
+from envgym.cli._options import (
+    AT_FILE,
+    BENCH_RUN_FLAGS,
+    KEY_VALUE,
+    PROMPT_FLAGS,
+    RUN_FLAGS,
+    FieldFlags,
+    Flag,
+    config_help,
+    with_field_flags,
+)
+from envgym.cli._train import TRAIN_FLAGS
 from envgym.rollout import PromptConfig, RunConfig
+from envgym.rollout.config import DEFAULT_EPISODES
 from envgym.trainer.config import TrainConfig, field_help
 
 #: Every short flag and its one long name. A new short flag is a choice made on purpose: add it
@@ -316,3 +329,131 @@ def test_old_short_flags_fail_loudly(path: str, args: list[str]) -> None:
 def test_an_old_agent_option_after_dash_o_points_to_dash_capital_o(path: str, args: list[str]) -> None:
     result = CliRunner().invoke(app, [*path.split()[1:], *args], env={"COLUMNS": "400"})
     assert result.exit_code == 2 and "looks like an agent option" in result.output and "-O" in result.output
+
+
+# ---------------------------------------------------------------- flags generated from the fields
+#: Every generated table, and the commands that take it.
+GENERATED = [
+    ("envgym run", RUN_FLAGS),
+    ("envgym run", PROMPT_FLAGS),
+    ("envgym bench run", BENCH_RUN_FLAGS),
+    ("envgym bench run", PROMPT_FLAGS.only("system_prompt")),
+    ("envgym train", FieldFlags(TrainConfig, tuple(Flag(*f) for f in TRAIN_FLAGS), unset=True)),
+]
+
+
+def _field(config: type, name: str) -> dataclasses.Field[Any]:
+    (f,) = [f for f in dataclasses.fields(config) if f.name == name]
+    return f
+
+
+def test_the_generated_run_flags_are_the_ones_this_file_lists() -> None:
+    generated = {f.long: (table.config, f.field) for table in (RUN_FLAGS, PROMPT_FLAGS) for f in table.flags}
+    assert generated == {long: where for long, where in RUN_FIELDS.items() if long != "--agent"}  # --agent: by hand
+
+
+@pytest.mark.parametrize(("path", "table"), GENERATED, ids=[f"{p}-{t.config.__name__}" for p, t in GENERATED])
+def test_every_generated_flag_shows_its_fields_help_type_and_default(path: str, table: FieldFlags) -> None:
+    ctx = COMMANDS[path]
+    params = {p.name: p for p in ctx.command.get_params(ctx)}
+    for flag in table.flags:
+        param = params[flag.name]
+        field = _field(table.config, flag.field)
+        mapping = flag.long in KEY_VALUE_FLAGS
+        suffix = KEY_VALUE if mapping else AT_FILE if flag.field == "system_prompt" else None
+        doc = _field_doc(table.config, flag.field)
+        assert param.help == (f"{doc} {suffix}" if suffix else doc), (path, flag.long)
+        assert param.opts[0] == flag.long and (flag.short is None or flag.short in param.opts), flag
+        if table.unset or mapping:
+            assert param.default is None, flag  # train: the file's value stays; KEY=VALUE: nothing given
+        elif flag.field == "episodes":
+            assert param.default == DEFAULT_EPISODES  # the field's None means DEFAULT_EPISODES
+        else:
+            assert param.default == field.default, flag
+        if field.type in ("bool", bool):
+            assert param.secondary_opts == [f"--no-{flag.long[2:]}"], flag
+
+
+def _tiny(table: FieldFlags, build: Any) -> typer.Typer:
+    """A command like ``envgym run``: a hand-written --agent, the table's flags, ``build``."""
+
+    @with_field_flags(table, after="agent")
+    def command(agent: Annotated[str, typer.Option("--agent", help="Agent spec.")] = "random", **fields: Any) -> None:
+        build(agent, table.values(fields))
+
+    tiny = typer.Typer(rich_markup_mode="markdown")
+    tiny.command()(command)
+    return tiny
+
+
+def test_a_new_run_config_field_gets_its_flag_and_reaches_the_config() -> None:
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Extended(RunConfig):
+        retry_backoff_s: float = dataclasses.field(
+            default=0.5, metadata={"help": "Seconds to wait before retrying an episode (<retry>)."}
+        )
+
+    table = dataclasses.replace(
+        RUN_FLAGS, config=Extended, flags=(*RUN_FLAGS.flags, Flag("retry_backoff_s", "--retry-backoff"))
+    )
+    built: list[Extended] = []
+    tiny = _tiny(
+        table, lambda agent, values: built.append(Extended(env_id="envgym/FrozenLake-v0", agent=agent, **values))
+    )
+    result = CliRunner().invoke(tiny, ["--retry-backoff", "2", "-n", "4", "-k", "size=6", "-O", "temperature=0.5"])
+    assert result.exit_code == 0, result.output
+    config = built.pop()
+    assert (config.retry_backoff_s, config.episodes, config.seed) == (2.0, 4, 0)
+    assert dict(config.env_kwargs) == {"size": 6} and dict(config.agent_options) == {"temperature": 0.5}
+    assert config.agents is None  # a KEY=VALUE flag left out leaves the field's default
+    assert CliRunner().invoke(tiny, []).exit_code == 0
+    assert (built[-1].retry_backoff_s, built[-1].episodes) == (0.5, DEFAULT_EPISODES)
+    help_text = " ".join(CliRunner().invoke(tiny, ["--help"], env={"COLUMNS": "300"}).output.replace("│", " ").split())
+    shown = help_text[help_text.index("--retry-backoff") :]
+    assert shown.startswith("--retry-backoff <float> Seconds to wait before retrying an episode (<retry>).")
+    assert "[default: 0.5]" in shown.split("--", 2)[1]  # its own default, before the next flag
+    bad = CliRunner().invoke(tiny, ["--retry-backoff", "soon"])
+    assert bad.exit_code == 2 and "Invalid value for '--retry-backoff'" in bad.output
+
+
+def test_a_new_prompt_config_field_gets_its_flag_and_reaches_the_config() -> None:
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Extended(PromptConfig):
+        echo_goal: bool = dataclasses.field(default=True, metadata={"help": "Repeat the goal in the system prompt."})
+
+    table = dataclasses.replace(
+        PROMPT_FLAGS, config=Extended, flags=(*PROMPT_FLAGS.flags, Flag("echo_goal", "--echo-goal"))
+    )
+    built: list[Extended] = []
+    tiny = _tiny(table, lambda _agent, values: built.append(Extended(**values)))
+    assert CliRunner().invoke(tiny, ["--no-echo-goal", "--last-k", "2", "--reply-tokens", "9"]).exit_code == 0
+    assert (built[-1].echo_goal, built[-1].last_k, built[-1].max_new_tokens) == (False, 2, 9)
+    assert CliRunner().invoke(tiny, ["--system-prompt", "Play {env_name}."]).exit_code == 0
+    assert (built[-1].echo_goal, built[-1].system_prompt, built[-1].history) == (True, "Play {env_name}.", "full")
+    assert table.fields_by_param()["reply_tokens"] == "max_new_tokens"
+
+
+def test_a_flag_must_name_a_documented_field() -> None:
+    with pytest.raises(KeyError, match="no field 'nope'"):
+        FieldFlags(RunConfig, (Flag("nope", "--nope"),))
+    with pytest.raises(TypeError, match="tasks"):
+        FieldFlags(RunConfig, (Flag("tasks", "--tasks"),))  # no command-line type
+    with pytest.raises(ValueError, match="twice"):
+        FieldFlags(RunConfig, (Flag("seed", "--seed"), Flag("group_size", "--group-size", param="seed")))
+
+
+def test_run_flags_reach_the_recorded_config() -> None:
+    args = ["run", "envgym/FrozenLake-v0", "-n", "2", "--max-retries", "5", "--episode-timeout", "30"]
+    args += ["--history", "last_k", "--last-k", "2", "--reply-tokens", "7", "--no-stop-at-action", "--json"]
+    result = CliRunner().invoke(app, [*args, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    config = json.loads(result.stdout)["config"]
+    assert (config["episodes"], config["max_retries"], config["episode_timeout_s"]) == (2, 5, 30.0)
+    assert config.get("agents") is None and config["env_kwargs"] == {}
+    prompt = config["prompt"]
+    assert (prompt["history"], prompt["last_k"], prompt["max_new_tokens"], prompt["stop_at_action"]) == (
+        "last_k",
+        2,
+        7,
+        False,
+    )
