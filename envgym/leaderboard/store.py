@@ -175,8 +175,10 @@ class SubmissionRow(_Base):
     submitter: Mapped[str | None] = mapped_column(String(100), nullable=True)
     hidden: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # Added with duplicate refusal: bundle.episodes_key of the run (the same agent and episodes
-    # under another name or text cap key alike); _migrate adds it and keys the stored rows.
-    episodes_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    # under another name or text cap key alike); _migrate adds it and keys the stored rows. Unique,
+    # so two uploads of one run racing past the look-up in add() cannot both be stored (PostgreSQL
+    # runs them concurrently); NULL (unkeyed) may repeat.
+    episodes_key: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True, unique=True)
 
     entry_scores: Mapped[list[EntryScoreRow]] = relationship(
         back_populates="submission", cascade="all, delete-orphan", order_by="EntryScoreRow.position"
@@ -433,6 +435,10 @@ class Store:
                         connection.exec_driver_sql(f"ALTER TABLE {table_name} ADD COLUMN {guard}{column}")
                         if name == "episodes_key":
                             self._key_stored_episodes(connection)
+                            connection.exec_driver_sql(
+                                "CREATE UNIQUE INDEX IF NOT EXISTS ix_submissions_episodes_key "
+                                "ON submissions (episodes_key)"
+                            )
                 if "agent" not in {c["name"] for c in inspect(connection).get_columns(EpisodeRow.__tablename__)}:
                     self._migrate_episodes(connection)
 
@@ -444,7 +450,8 @@ class Store:
         submissions = connection.execute(
             select(SubmissionRow.id, SubmissionRow.suite_id, SubmissionRow.agent_spec)
         ).all()
-        for submission_id, suite_id, agent_spec in submissions:
+        seen: set[str] = set()
+        for submission_id, suite_id, agent_spec in sorted(submissions):
             rows = connection.execute(
                 select(*columns, *([EpisodeRow.agent] if agents else [])).where(
                     EpisodeRow.submission_id == submission_id
@@ -460,10 +467,12 @@ class Store:
                 }
                 for r in rows
             ]
+            key = episodes_key(suite_id, agent_spec, episodes)
+            if key in seen:  # stored twice before refusal existed: the first keeps the key
+                continue
+            seen.add(key)
             connection.execute(
-                SubmissionRow.__table__.update()
-                .where(SubmissionRow.id == submission_id)
-                .values(episodes_key=episodes_key(suite_id, agent_spec, episodes))
+                SubmissionRow.__table__.update().where(SubmissionRow.id == submission_id).values(episodes_key=key)
             )
 
     def _migrate_episodes(self, connection: Any) -> None:
@@ -652,13 +661,18 @@ class Store:
         except _Twin as twin:
             found = self.submission(twin.submission_id, include_hidden=True)
             assert found is not None
+            if found["content_hash"] == bundle.content_hash:  # this very bundle, stored by a concurrent writer
+                return found, False
             raise DuplicateEpisodes(found) from None
         except IntegrityError:
-            # Another writer stored the same bundle between our look-up and our insert.
+            # Another writer stored the same bundle, or the same run, between our look-up and our insert.
             existing = self.find(bundle.content_hash)
-            if existing is None:
+            if existing is not None:
+                return existing, False
+            twin_row = self.find_episodes(key)
+            if twin_row is None:
                 raise
-            return existing, False
+            raise DuplicateEpisodes(twin_row) from None
 
     def delete(self, submission_id: int, *, reason: str = "", by: str = "local") -> dict[str, Any] | None:
         """Remove a submission with its scores and episodes and write the audit row, in one

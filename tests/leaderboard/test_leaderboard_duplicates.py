@@ -147,3 +147,28 @@ def test_server_answers_409_with_the_entry_and_renames_for_admins(db: Store, bun
                               headers={**gzip, "Authorization": f"Bearer {alice}"})  # fmt: skip
     assert hidden_twin.status_code == 409 and hidden_twin.json()["error"] == "withdrawn"
     assert str(sid) not in hidden_twin.json()["reason"]
+
+
+def test_a_run_stored_twice_before_refusal_keeps_both_rows_and_the_first_its_key(
+    runs: dict[str, Path], tmp_path: Path
+) -> None:
+    path = tmp_path / "old.db"
+    with Store(path) as store:
+        store.add(verify_bundle(make_bundle(runs["random"], name="first upload")))
+    with sqlite3.connect(path) as connection:  # unkeyed, as the rows of a database from before
+        connection.execute("UPDATE submissions SET episodes_key = NULL")
+    with Store(path) as store:
+        store.add(verify_bundle(make_bundle(runs["random"], name="second upload")))
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP INDEX ix_submissions_episodes_key")
+        connection.execute("ALTER TABLE submissions DROP COLUMN episodes_key")
+    with Store(path) as store:  # keyed on opening: the unique key goes to the first
+        with pytest.raises(DuplicateEpisodes, match="submission 1 \\('first upload'"):
+            store.add(verify_bundle(make_bundle(runs["random"], name="third upload")))
+        assert sorted(b["agent_name"] for b in store.leaderboard(SUITE_ID)) == ["first upload", "second upload"]
+    with sqlite3.connect(path) as connection:
+        keys = dict(connection.execute("SELECT id, episodes_key FROM submissions").fetchall())
+        unique = connection.execute(
+            "SELECT [unique] FROM pragma_index_list('submissions') WHERE name = 'ix_submissions_episodes_key'"
+        ).fetchone()
+    assert keys[1] is not None and keys[2] is None and unique == (1,)

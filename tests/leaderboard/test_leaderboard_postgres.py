@@ -84,7 +84,7 @@ def pg_url() -> Iterator[str]:
 
 def test_store_on_postgresql(pg_url: str, bundles: dict[str, Any]) -> None:
     from envgym.leaderboard.bundle import Bundle
-    from envgym.leaderboard.store import Store
+    from envgym.leaderboard.store import DuplicateEpisodes, Store
     from envgym.leaderboard.verify import verify_bundle
 
     random_v = verify_bundle(bundles["random"])
@@ -117,6 +117,29 @@ def test_store_on_postgresql(pg_url: str, bundles: dict[str, Any]) -> None:
             store.episode(random_row["id"], 0)["turns"][0]["action"]
             == bundles["random"].episodes[0]["turns"][0]["action"]
         )
-        for sub in board:
+        # One run under six names at once (other hashes, the same agent and episodes): one is stored,
+        # the others are refused naming it, though all six pass the look-up before any is written.
+        renamed = []
+        for i in range(6):
+            changed = Bundle(copy.deepcopy(bundles["oracle"].manifest), bundles["oracle"].episodes)
+            changed.manifest["agent"]["name"] = f"oracle renamed {i}"
+            renamed.append(verify_bundle(changed.rehash()))
+        oracle_row = next(b for b in board if b["agent_name"] == "oracle baseline")
+        store.delete(oracle_row["id"])
+
+        def add_or_refuse(verified: Any) -> Any:
+            try:
+                return store.add(verified)
+            except DuplicateEpisodes as err:
+                return err
+
+        with ThreadPoolExecutor(6) as pool:
+            raced = list(pool.map(add_or_refuse, renamed))
+        stored = [r for r in raced if isinstance(r, tuple)]
+        assert len(stored) == 1 and stored[0][1]
+        assert all(isinstance(r, DuplicateEpisodes) for r in raced if not isinstance(r, tuple))
+        names = [b["agent_name"] for b in store.leaderboard(SUITE_ID)]
+        assert sum(name.startswith("oracle renamed") for name in names) == 1
+        for sub in store.leaderboard(SUITE_ID):
             store.delete(sub["id"])
         assert store.leaderboard(SUITE_ID) == []
