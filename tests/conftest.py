@@ -9,6 +9,7 @@ so that the fixture is built once, in one worker. See :func:`pytest_collection_m
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -37,7 +38,13 @@ def pytest_configure_node(node: Any) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """An xdist worker sees the terminal variables the run was started with, not its own."""
+    """An xdist worker sees the terminal variables the run was started with, not its own; and
+    Ctrl-C works in the processes tests start (several tests send SIGINT to a child)."""
+    # A shell starts a background job (``cmd &``, nohup, some CI runners) with SIGINT ignored, and
+    # an ignored signal stays ignored across exec: every child would then shrug off the SIGINT
+    # those tests send. A handler, unlike SIG_IGN, is reset to the default in a child.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     given = getattr(config, "workerinput", {}).get("envgym_terminal", {})
     for name, value in given.items():
         if value is None:
