@@ -2,6 +2,12 @@
 
 New environments are picked up automatically: registering an id is enough to be checked here.
 An id whose optional extra is not installed is skipped with the install command as the reason.
+
+Gymnasium's ``check_env`` and PettingZoo's ``api_test``/``seed_test`` check a class's interface
+(spaces, return types, reset seeding), which every id sharing an entry point shares: they run on
+the first id of each entry point and on every ``API_STRIDE``-th one after it (130 MiniWoB tasks,
+60 coopetition views share five classes). Every envgym check (step before reset, reset info,
+seeded determinism with valid actions, bad inputs, truncation, pickling, closing) runs on every id.
 """
 
 from __future__ import annotations
@@ -28,14 +34,31 @@ SLOW_IDS = {
 }
 
 
+#: Ids of one entry point between two that run the Gymnasium / PettingZoo interface checks.
+API_STRIDE = 8
+
+
+def _api_checked() -> set[str]:
+    """``kind:id`` of the specs that run the library interface checks (see the module docstring)."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for s in SPECS:
+        groups.setdefault((s.kind, str(s.entry_point)), []).append(s.id)
+    return {f"{kind}:{env_id}" for (kind, _), ids in groups.items() for env_id in sorted(ids)[::API_STRIDE]}
+
+
+API_CHECKED = _api_checked()
+
+
 @pytest.mark.parametrize(
     "spec",
     [pytest.param(s, marks=[pytest.mark.slow] if f"{s.kind}:{s.id}" in SLOW_IDS else []) for s in SPECS],
     ids=[f"{s.kind}:{s.id}" for s in SPECS],
 )
 def test_registered_env_passes_contract(spec: envgym.EnvSpec) -> None:
+    api = f"{spec.kind}:{spec.id}" in API_CHECKED
+    library_checks = {"gymnasium_checks": api} if spec.kind == "gymnasium" else {"pettingzoo_checks": api}
     try:
-        report = CHECKERS[spec.kind](spec.id)
+        report = CHECKERS[spec.kind](spec.id, **library_checks)
     except MissingDependencyError as err:
         pytest.skip(str(err))
     assert "seeded_determinism" in report.checks
@@ -53,3 +76,11 @@ def test_the_registry_spans_the_families() -> None:
 def test_the_slow_ids_are_registered() -> None:
     # a renamed or removed id would silently lose its place at the front of a parallel run
     assert SLOW_IDS <= {f"{s.kind}:{s.id}" for s in SPECS}
+
+
+def test_every_entry_point_runs_the_library_interface_checks() -> None:
+    entry_points = {(s.kind, str(s.entry_point)) for s in SPECS}
+    checked = {(s.kind, str(s.entry_point)) for s in SPECS if f"{s.kind}:{s.id}" in API_CHECKED}
+    assert checked == entry_points
+    miniwob = [s for s in SPECS if s.id.startswith("envgym/MiniWoB-")]
+    assert len(miniwob) // API_STRIDE <= sum(f"{s.kind}:{s.id}" in API_CHECKED for s in miniwob) <= len(miniwob) // 4
