@@ -53,6 +53,11 @@ def server(db_file: Path, suite_dir: Path) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    from envgym.browser.pool import shutdown_browsers
+
+    # A browser env an earlier test in this worker used keeps its Chromium (and the thread's
+    # Playwright loop) a while for reuse; Playwright refuses a second sync instance in the thread.
+    shutdown_browsers()
     with sync_api.sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield chromium

@@ -393,3 +393,19 @@ def test_envs_of_a_worker_share_one_browser_and_it_lingers_then_stops() -> None:
         time.sleep(0.1)
     assert pool.live_browsers() == 0  # the pool's timer stopped it
     assert _wait_gone(set(descendants(os.getpid())) - before) == set()
+
+
+@needs_browser
+def test_after_shutdown_browsers_the_thread_can_use_playwright_itself() -> None:
+    pytest.importorskip("miniwob")
+    from playwright.sync_api import sync_playwright
+
+    import envgym
+    from envgym.browser import shutdown_browsers
+
+    env = envgym.make("envgym/MiniWoB-click-button-v0")
+    env.reset(seed=0)
+    env.close()  # its browser lingers for the next env, and holds this thread's Playwright loop
+    shutdown_browsers()
+    with sync_playwright() as playwright:
+        assert playwright.chromium is not None
