@@ -24,10 +24,6 @@ CONTRACT = {
     "suite": "coopetition-v1",
     "perf": "benchmarks/perf/coopetition.py",
     "oracle_waivers": {
-        "envgym.environments.coopetition.api:CoopEnv": (
-            "the numeric joint-action view is for classic RL; the oracle plays the text view "
-            "(envgym.agents.solvers.coopetition), which coopetition-v1 runs"
-        ),
         "envgym.environments.coopetition.api:CoopParallelEnv": (
             "the numeric PettingZoo view is for classic multi-agent RL; the oracle plays the text view "
             "(envgym.agents.solvers.coopetition), which coopetition-v1 runs"
