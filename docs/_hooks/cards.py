@@ -14,6 +14,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from envgym.cli._rst import role_text
+
 MARKER = re.compile(r"^<!-- envgym:cards (?P<family>[a-z_]+) -->$", re.MULTILINE)
 
 # A Sphinx role (:class:`~envgym.core.TextEnv`) or a literal of two or more backquotes.
@@ -21,21 +23,7 @@ _ROLE_OR_LITERAL = re.compile(
     r":(?P<role>[a-z]+(?::[a-z]+)?):`(?P<target>[^`]+)`|(?P<ticks>``+)(?P<literal>.+?)(?P=ticks)(?!`)",
     re.DOTALL,  # a literal may wrap onto the next line of its paragraph
 )
-_CALLABLE_ROLES = {"func", "meth", "py:func", "py:meth"}
 _BULLET = re.compile(r"^(?P<indent> *)(?P<mark>[*-] |\d+\. )")
-
-
-def _role_text(role: str, target: str) -> str:
-    """What Sphinx shows for a cross-reference (``~`` keeps the last name, ``title <target>``
-    keeps the title), with ``()`` after functions and methods."""
-    titled = re.fullmatch(r"(?s)(.+?)\s*<[^>]+>", target)
-    if titled:
-        return titled.group(1)
-    shown = target.lstrip("!")
-    if shown.startswith("~"):
-        shown = shown[1:].rsplit(".", 1)[-1]
-    shown = shown.lstrip(".")
-    return shown + "()" if role in _CALLABLE_ROLES and not shown.endswith(")") else shown
 
 
 def _code_span(text: str) -> str:
@@ -55,7 +43,7 @@ def _inline(text: str) -> str:
         out.append(html.escape(text[position : match.start()], quote=False))
         position = match.end()
         if match.group("role") is not None:
-            out.append(_code_span(_role_text(match.group("role"), match.group("target"))))
+            out.append(_code_span(role_text(match.group("role"), match.group("target"))))
         else:
             literal = match.group("literal")
             if len(match.group("ticks")) > 2 and literal.startswith(" ") and literal.endswith(" "):

@@ -13,7 +13,7 @@ import re
 
 from rich.text import Text
 
-__all__ = ["render_rst"]
+__all__ = ["render_rst", "role_text"]
 
 _INLINE = re.compile(
     # A literal opened by n >= 2 backquotes closes at the next run of n (as in Markdown), so a
@@ -29,7 +29,7 @@ _CALLABLE_ROLES = {"func", "meth", "py:func", "py:meth"}
 _BULLET = re.compile(r"^(\s*)\* ", re.MULTILINE)
 
 
-def _role_text(role: str, target: str) -> str:
+def role_text(role: str, target: str) -> str:
     """What Sphinx shows for a cross-reference: the title of ``title <target>``, else the target
     without its ``~``/``.`` prefix (``~`` keeps only the last component), ``()`` after callables."""
     titled = re.fullmatch(r"(?s)(.+?)\s*<[^>]+>", target)
@@ -53,7 +53,7 @@ def _inline(text: str, out: Text) -> None:
                 literal = literal[1:-1]
             out.append(literal, style="cyan")
         elif match.group("role") is not None:
-            out.append(_role_text(match.group("role"), match.group("target")), style="cyan")
+            out.append(role_text(match.group("role"), match.group("target")), style="cyan")
         elif match.group("strong") is not None:
             out.append(match.group("strong"), style="bold")
         elif match.group("emphasis") is not None:

@@ -29,10 +29,8 @@ from envgym.cli._options import (
     JsonOption,
     NoProgressOption,
     config_help,
-    field_options,  # noqa: F401 - where tests of the train flags look
     with_field_flags,
 )
-from envgym.cli._options import flag_type as _flag_type  # noqa: F401 - where tests of the train flags look
 from envgym.errors import ConfigError
 from envgym.progress import Progress
 from envgym.trainer.checkpoint import list_checkpoints

@@ -14,7 +14,9 @@ import typer
 from typer.testing import CliRunner
 
 from envgym.cli import app
-from envgym.cli._train import TRAIN_FLAGS, _flag_type, field_options
+from envgym.cli._options import field_options
+from envgym.cli._options import flag_type as _flag_type
+from envgym.cli._train import TRAIN_FLAGS
 from envgym.trainer.config import TrainConfig, field_help
 
 runner = CliRunner()
