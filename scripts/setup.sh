@@ -40,6 +40,13 @@ case ",${EXTRAS}," in
     ;;
 esac
 quiet_pip install --quiet "${PIN[@]}" -e ".[${EXTRAS}]"
+# verl (the verl adapter in envgym.integrations) pins transformers<5.11, older than envgym's: it is
+# installed without its dependencies; the adapter uses only its agent-loop and tool classes.
+case ",${EXTRAS}," in
+  *,integrations,*|*,all,*)
+    quiet_pip install --quiet --no-deps "verl==0.9.1"
+    ;;
+esac
 # The documentation site (docs/, mkdocs.yml) as static HTML in site/, where the docs extra is
 # installed (test,all includes it): open site/index.html. tests/test_docs.py builds it too.
 if .venv/bin/python -c "import mkdocs" 2>/dev/null; then
