@@ -31,10 +31,13 @@ LAYERS: dict[str, int] = {
     "envgym.testing": 5,
     "envgym.families": 5,  # the family contract: reads the registry and the checkout, imports no env code
     "envgym.models": 5,
+    "envgym.serve": 5,  # envgym serve: registered envs over WebSocket/HTTP (codec shared with remote)
+    "envgym.remote": 5,  # the client of envgym serve: a gymnasium.Env / ParallelEnv over the wire
     "envgym.rollout": 6,
     "envgym.bench": 7,
     "envgym.trainer": 7,
     "envgym.leaderboard": 8,
+    "envgym.integrations": 9,  # adapters for TRL, verifiers, SkyRL, verl, OpenEnv: may use everything below
     "envgym.cli": 9,
 }
 #: Deliberate upward imports, made lazily inside a function, with the reason.
