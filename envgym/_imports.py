@@ -46,6 +46,8 @@ HEAVY: Mapping[str, str] = {
     "pandas": "data",
     "pyarrow": "data",
     "textworld": "textworld",
+    "trl": "integrations",  # envgym.integrations.trl
+    "datasets": "integrations",  # TRL's datasets (a dependency of trl)
 }
 
 
