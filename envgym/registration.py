@@ -34,6 +34,10 @@ ENV_ID = re.compile(r"^(?P<namespace>[\w.-]+)/(?P<name>[\w.-]+?)-v(?P<version>\d
 ENTRY_POINT_GROUP = "envgym.environments"
 #: The package whose subpackages are the built-in families (each with a ``SPECS`` list).
 FAMILIES_PACKAGE = "envgym.environments"
+#: envgym's one id that is no family's: the client of an env served by ``envgym serve``
+#: (``gymnasium.make(REMOTE_ID, url=..., env_id=...)``, :mod:`envgym.remote`). In Gymnasium's
+#: registry only: it is not an environment of its own, so listings and checkers leave it out.
+REMOTE_ID = "envgym/Remote-v0"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,6 +158,10 @@ def register_envs(*, plugins: bool = False) -> None:
         with _lock:
             if not _discovered:
                 _register_families(_family_modules())
+                import gymnasium
+
+                if REMOTE_ID not in gymnasium.registry:
+                    gymnasium.register(id=REMOTE_ID, entry_point="envgym.remote.env:RemoteEnv")
                 _discovered = True
     if plugins and not _plugins_discovered:
         with _lock:
@@ -230,10 +238,10 @@ def make(env_id: str, *, reward_wrappers: Sequence[Any] | None = None, **kwargs:
     if reward_wrappers is not None:
         check_reward_wrappers(reward_wrappers)  # a bad spec fails before the environment is made
     register_envs()
-    if env_id not in _single:
+    if env_id not in _single and env_id != REMOTE_ID:
         register_envs(plugins=True)
-    if env_id not in _single:
-        raise _unknown(env_id, multi=False)
+        if env_id not in _single:
+            raise _unknown(env_id, multi=False)
     import gymnasium
 
     env = gymnasium.make(env_id, **kwargs)
