@@ -1,0 +1,251 @@
+"""The verifiers adapter (envgym.integrations.verifiers), evaluated by verifiers' own ``vf-eval``.
+
+One module-scoped run: the fake OpenAI server (tests/support/openai_server.py) answers with the
+oracle's actions for FrozenLake seeds 0 and 1 and with an invalid action for seed 2; ``vf-eval``
+(the real command, the plugin on PYTHONPATH) evaluates the three rows, and envgym's own harness
+plays the same seeds against the same server (agent ``openai:fake-model@URL``). The rewards,
+components, actions and the messages the model was sent must be the same on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("verifiers.v1")
+
+from openai_server import FakeOpenAIServer
+
+import envgym
+from envgym.errors import ConfigError, UnknownEnvError
+from envgym.integrations import verifiers as adapter
+from envgym.rollout import Conversation, PromptConfig, RunConfig, run, tasks_for
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV_ID = "envgym/FrozenLake-v0"
+ORACLE_SEEDS = (0, 1)
+WRONG_SEED = 2
+MAX_TURNS = 4
+WRONG_ACTION = "jump"
+
+
+def first_user_message(env_id: str, seed: int) -> str:
+    env = envgym.make(env_id)
+    try:
+        observation, info = env.reset(seed=seed)
+        return Conversation(PromptConfig(), env_id, observation, info).messages()[-1]["content"]
+    finally:
+        env.close()
+
+
+class ScriptedModel:
+    """Replies the planned action of the episode a request belongs to (found by its first user
+    message), turn by turn; an unknown episode or a turn past the plan gets ``WRONG_ACTION``."""
+
+    def __init__(self, plans: dict[str, list[str]]) -> None:
+        self.plans = plans
+
+    def __call__(self, messages: list[dict[str, Any]]) -> str:
+        first = next(m["content"] for m in messages if m["role"] == "user")
+        turn = sum(m["role"] == "assistant" for m in messages)
+        plan = self.plans.get(first, [])
+        return plan[turn] if turn < len(plan) else WRONG_ACTION
+
+
+def vf_eval(server: FakeOpenAIServer, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the ``vf-eval`` command of this venv with the plugin importable, against ``server``."""
+    env = {**os.environ, "FAKE_API_KEY": "not-a-secret"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (adapter.plugin_dir(), env.get("PYTHONPATH")) if p)
+    command = [
+        str(Path(sys.executable).parent / "vf-eval"),
+        adapter.TASKSET_ID,
+        *args,
+        "-m",
+        "fake-model",
+        "--client.base-url",
+        server.url,
+        "--client.api-key-var",
+        "FAKE_API_KEY",
+        "--no-push",
+        "--no-rich",
+        "-o",
+        str(out),
+        "--run.name",
+        "run",
+    ]
+    return subprocess.run(command, check=False, capture_output=True, text=True, timeout=300, env=env, cwd=out)
+
+
+@pytest.fixture(scope="module")
+def played(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    oracle = run(RunConfig(agent="oracle", tasks=tasks_for(ENV_ID, ORACLE_SEEDS)))
+    oracle_actions = {t.seed: [turn.action for turn in t.turns] for t in oracle.trajectories}
+    plans = {first_user_message(ENV_ID, seed): actions for seed, actions in oracle_actions.items()}
+    seeds = [*ORACLE_SEEDS, WRONG_SEED]
+    with FakeOpenAIServer(action=ScriptedModel(plans)) as server:
+        out = tmp_path_factory.mktemp("vf")
+        proc = vf_eval(
+            server,
+            out,
+            "--env.taskset.env-id",
+            ENV_ID,
+            "--env.taskset.seeds",
+            json.dumps(seeds),
+            "--env.taskset.max-turns",
+            str(MAX_TURNS),
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        vf_requests = list(server.requests)
+        server.reset_stats()
+        harness = run(
+            RunConfig(agent=f"openai:fake-model@{server.url}", tasks=tasks_for(ENV_ID, seeds), max_turns=MAX_TURNS)
+        )
+        harness_requests = list(server.requests)
+    episodes = [json.loads(line) for line in (out / "run" / "traces.jsonl").read_text().splitlines()]
+    traces = {e["task"]["data"]["seed"]: e["traces"][0] for e in episodes}
+    assert all(e["ok"] for e in episodes), [e["errors"] for e in episodes]
+    return {
+        "oracle_actions": oracle_actions,
+        "traces": traces,
+        "harness": {t.seed: t for t in harness.trajectories},
+        "vf_requests": vf_requests,
+        "harness_requests": harness_requests,
+    }
+
+
+@pytest.mark.slow
+def test_oracle_replies_score_the_oracle_return(played: dict[str, Any]) -> None:
+    for seed in ORACLE_SEEDS:
+        trace = played["traces"][seed]
+        assert trace["rewards"] == {adapter.RETURN_REWARD: {"score": 1.0, "weight": 1.0}}
+        assert trace["metrics"]["success"] == 1.0
+        assert trace["metrics"]["success_reward"] == 1.0
+        assert trace["info"]["envgym"]["termination_reason"] == "success"
+        assert trace["info"]["envgym"]["actions"] == played["oracle_actions"][seed]
+
+
+@pytest.mark.slow
+def test_wrong_replies_fail_and_are_cut_at_max_turns(played: dict[str, Any]) -> None:
+    trace = played["traces"][WRONG_SEED]
+    assert trace["rewards"][adapter.RETURN_REWARD]["score"] < 1.0
+    assert trace["metrics"]["success"] == 0.0
+    assert trace["metrics"]["turns"] == MAX_TURNS
+    assert trace["metrics"]["invalid_actions"] == MAX_TURNS  # "jump" is no FrozenLake move
+    assert trace["info"]["envgym"] == {
+        "termination_reason": "max_turns",
+        "truncated_by": "harness_max_turns",
+        "actions": [WRONG_ACTION] * MAX_TURNS,
+    }
+
+
+@pytest.mark.slow
+def test_scores_equal_envgyms_own_harness(played: dict[str, Any]) -> None:
+    for seed, traj in played["harness"].items():
+        trace = played["traces"][seed]
+        assert trace["rewards"][adapter.RETURN_REWARD]["score"] == pytest.approx(traj.total_reward, abs=1e-12)
+        for name, value in traj.reward_components.items():
+            assert trace["metrics"][name] == pytest.approx(value, abs=1e-12), name
+        assert trace["info"]["envgym"]["actions"] == [turn.action for turn in traj.turns]
+        assert trace["info"]["envgym"]["termination_reason"] == traj.termination_reason
+        assert trace["metrics"]["invalid_actions"] == traj.invalid_actions
+        assert trace["metrics"]["success"] == float(traj.success)
+
+
+@pytest.mark.slow
+def test_the_model_is_sent_envgyms_own_messages(played: dict[str, Any]) -> None:
+    """Every request vf-eval made carries the same messages as one envgym's harness made."""
+
+    def conversations(requests: list[dict[str, Any]]) -> list[str]:
+        return sorted(json.dumps(r["messages"], sort_keys=True) for r in requests)
+
+    assert len(played["vf_requests"]) == sum(len(t.turns) for t in played["harness"].values())
+    assert conversations(played["vf_requests"]) == conversations(played["harness_requests"])
+    first = played["vf_requests"][0]["messages"]
+    assert first[0]["role"] == "system" and "FrozenLake" in first[0]["content"]
+
+
+# -- in-process: the rows and the errors -----------------------------------------------------------
+
+
+def test_load_environment_rows_are_envgym_seeds_with_envgyms_prompt() -> None:
+    env = adapter.load_environment(ENV_ID, seeds=[3, 5], max_turns=7)
+    assert isinstance(env, adapter.EnvgymEnv)
+    rows = list(env.taskset)
+    assert [row.data.seed for row in rows] == [3, 5]
+    assert [row.key for row in rows] == [f"{ENV_ID}#3", f"{ENV_ID}#5"]
+    assert rows[0].data.prompt == first_user_message(ENV_ID, 3)
+    assert rows[0].data.max_turns == 7 and rows[0].data.system_prompt.startswith(
+        "You are an agent acting in FrozenLake"
+    )
+    assert [row.data.seed for row in adapter.load_environment(ENV_ID, num_examples=3, first_seed=10).taskset] == [
+        10,
+        11,
+        12,
+    ]
+
+
+def test_load_environment_passes_kwargs_and_split_to_the_env() -> None:
+    env = adapter.load_environment("envgym/FrozenLake-v0", num_examples=1, split="test", size=4)
+    (row,) = env.taskset
+    assert row.data.env_kwargs == {"size": 4, "split": "test"}
+
+
+def test_multi_agent_ids_are_refused_with_the_reason() -> None:
+    with pytest.raises(ConfigError, match="multi-agent.*TicTacToe-v0"):
+        adapter.load_environment("envgym/Coop-PublicGoods-Text-v0")
+
+
+def test_unknown_ids_get_did_you_mean() -> None:
+    with pytest.raises(UnknownEnvError, match="FrozenLake-v0"):
+        adapter.load_environment("envgym/FrozenLak-v0")
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"prompt": {"history": "last_k"}}, "history"),
+        ({"seeds": [1, 1]}, "distinct"),
+        ({"num_examples": 0}, "num_examples"),
+        ({"prompt": {"histroy": "full"}}, "Did you mean 'history'"),
+    ],
+)
+def test_bad_settings_fail_before_any_episode(settings: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        adapter.load_environment(ENV_ID, **settings)
+
+
+def test_the_plugin_module_is_this_module() -> None:
+    sys.path.insert(0, adapter.plugin_dir())
+    try:
+        import envgym_verifiers
+    finally:
+        sys.path.remove(adapter.plugin_dir())
+    assert envgym_verifiers.EnvgymTaskset is adapter.EnvgymTaskset
+
+
+@pytest.mark.slow
+def test_example_smoke_run() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "verifiers_eval.py"), "--smoke"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("envgym/")]
+    # env_id, seed, return, success, turns, termination: the oracle's moves for seeds 0 and 1, an
+    # invalid move for seed 2 (cut at the example's 4 turns).
+    assert [(r[1], r[2], r[3], r[5]) for r in rows] == [
+        ("0", "1.000", "1", "success"),
+        ("1", "1.000", "1", "success"),
+        ("2", rows[2][2], "0", "max_turns"),
+    ], proc.stdout
+    assert float(rows[2][2]) < 0 and rows[2][4] == "4"
