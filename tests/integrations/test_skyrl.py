@@ -257,3 +257,25 @@ def test_example_smoke_runs() -> None:
         assert 1 <= len(episode["rewards"]) <= 3
         assert episode["metrics"]["episode/return"] == pytest.approx(sum(episode["rewards"]), abs=1e-9)
     assert "episode/return" in result["aggregate"]
+
+
+@pytest.fixture(scope="module")
+def sokoban_server():
+    from envgym.serve import Server
+
+    with Server(["envgym/Sokoban-v0"], idle_timeout=60.0) as live:
+        yield live
+
+
+def test_url_plays_the_episode_on_envgym_serve(sokoban_server) -> None:
+    """``url=`` in the row: the same oracle replies earn the same rewards from a served env."""
+    env_id, seed = "envgym/Sokoban-v0", 5
+    actions, rewards, components, _ = oracle_episode(env_id, seed)
+    row = envgym_skyrl.dataset_rows(env_id, [seed], url=sokoban_server.url)[0]
+
+    ep = skyrl_episode(row, scripted(f"<action>{a}</action>" for a in actions))
+
+    assert [s["reward"] for s in ep["steps"]] == rewards
+    assert [s["metadata"]["reward_components"] for s in ep["steps"]] == components
+    assert ep["steps"][-1]["metadata"]["termination_reason"] == "success"
+    assert ep["init"]["task"]["seed"] == seed
