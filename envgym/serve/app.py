@@ -89,7 +89,7 @@ class _Connection:
     async def fail(self, err: ServeError) -> None:
         """Send the error; close the socket when the error closes the session."""
         await self.send_text(_dumps(err.frame()))
-        if err.closes or err.code is ErrorCode.UNKNOWN_ENV:
+        if err.closes:
             await self.close(_CLOSE_CODES.get(err.code, 1000))
 
     async def close(self, code: int = 1000) -> None:
@@ -226,6 +226,7 @@ class App:
         except ServeError as err:
             probe = _Connection(None, send)  # type: ignore[arg-type]
             await probe.fail(err)
+            await probe.close(_CLOSE_CODES.get(err.code, 1000))  # no session: nothing to keep
             return
         connection = _Connection(session, send)
         self._connections.add(connection)
