@@ -17,6 +17,7 @@ from envgym import __version__
 from envgym.cli._bench import bench_app
 from envgym.cli._catalog import info_command, list_command
 from envgym.cli._check import check_command
+from envgym.cli._image import image_app
 from envgym.cli._leaderboard import leaderboard_app
 from envgym.cli._newfamily import new_family_command
 from envgym.cli._play import play_command
@@ -62,6 +63,7 @@ app.add_typer(bench_app, name="bench")
 app.command("train")(train_command)
 app.add_typer(leaderboard_app, name="leaderboard")
 app.add_typer(webshop_app, name="webshop")
+app.add_typer(image_app, name="image")
 app.command("new-family")(new_family_command)
 
 

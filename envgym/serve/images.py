@@ -1,0 +1,813 @@
+"""Docker images that serve one environment family with ``envgym serve``: built here, no registry.
+
+``envgym image build FAMILY`` makes ``envgym-serve/<family>:latest`` from files on this machine
+alone (``docker build --network none``; nothing is downloaded):
+
+* the base is the SWE sandboxes' Debian bookworm image (:data:`BASE_IMAGE`, made by
+  ``python -m envgym.environments.swe.images build`` from Debian's packages; its ``python3`` is
+  3.11, the minor version of the project's interpreter, so the installed wheels run unchanged);
+* Debian packages a family needs (:attr:`FamilyImage.debian`: bubblewrap for SWE, Chromium for
+  GUI) are installed by ``apt-get`` from the ``.deb`` files in this machine's apt cache, with
+  their dependencies that the base lacks (resolved over this machine's dpkg database);
+* the Python distributions are the closure of envgym's requirements with the extras ``serve``
+  and the family's own (what ``pip install envgym[serve,<family>]`` would install), copied file
+  by file from this interpreter's installed ``RECORD`` lists into a virtual environment at
+  ``/opt/envgym`` (a ``pyvenv.cfg`` over Debian's ``python3``; nothing lands in ``/usr``);
+* envgym's own source (``envgym``, with ``environments`` and ``agents`` as its subpackages, as a
+  wheel lays them out) and the family's data folders (the SWE libraries' pristine trees).
+
+Every input (file contents, the Dockerfile, the base image's id) goes into one SHA-256 that the
+image carries as the label ``envgym.image.inputs``: a second build with the same inputs does
+nothing, and the layers that did not change (Debian packages, Python packages) come from Docker's
+cache when only envgym's source did.
+
+:func:`running` starts an image as a container (port published on 127.0.0.1 only, memory, PID and
+CPU limits, no capabilities, a read-only root with a ``/tmp`` tmpfs), waits for ``/health``,
+yields the server's URL and removes the container when the block ends, whatever ends it.
+
+SWE inside Docker: each episode's commands still run in envgym's bwrap sandbox (own user, PID,
+network and mount namespaces, seccomp filter, no network), nested in the container. For bwrap to
+make its namespaces the container runs without Docker's seccomp profile and with ``/proc``
+unmasked (``--security-opt seccomp=unconfined``, ``systempaths=unconfined``), as a non-root user
+with every capability dropped and ``no-new-privileges``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+import importlib.metadata
+import importlib.util
+import io
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tarfile
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envgym.errors import ConfigError, NotAvailableError, suggest
+from envgym.registration import list_envs
+
+__all__ = [
+    "BASE_IMAGE",
+    "FAMILIES",
+    "BuildResult",
+    "FamilyImage",
+    "build",
+    "debian_closure",
+    "family_image",
+    "image_tag",
+    "python_distributions",
+    "reap_stale",
+    "running",
+]
+
+log = logging.getLogger(__name__)
+
+BASE_IMAGE = "envgym-swe-base:bookworm"
+BASE_HINT = "python -m envgym.environments.swe.images build (scripts/setup.sh runs it)"
+#: Labels on every image and container made here.
+LABEL_FAMILY = "envgym.image.family"
+LABEL_INPUTS = "envgym.image.inputs"
+LABEL_OWNER = "envgym.image.owner-pid"
+#: The port ``envgym serve`` listens on inside the container.
+PORT = 8000
+#: The server's user inside the container (not the sandbox user 1000, not root).
+SERVER_UID = 999
+VENV = "/opt/envgym"
+SITE = f"{VENV}/lib/python3.11/site-packages"
+APT_ARCHIVES = Path("/var/cache/apt/archives")
+DPKG_STATUS = Path("/var/lib/dpkg/status")
+#: Docker options bwrap needs to make its namespaces inside a container (see the module docstring).
+NESTED_SANDBOX = ("--security-opt", "seccomp=unconfined", "--security-opt", "systempaths=unconfined")
+
+
+@dataclass(frozen=True)
+class DataFolder:
+    """A folder of this machine copied into the image, found by a function of its family's code.
+
+    Attributes:
+        locate: ``"module:function"`` returning the folder on this machine (a string entry point:
+            the library never imports environment code).
+        subfolder: the part of it to copy (``""`` for all), to the same place under ``target``.
+        env: the variable that points the family's code at ``target``.
+        target: the folder's place inside the image.
+    """
+
+    locate: str
+    subfolder: str
+    env: str
+    target: str
+
+
+@dataclass(frozen=True)
+class FamilyImage:
+    """What the image of one family holds beyond envgym and its core requirements.
+
+    Attributes:
+        family: the family name (a package under ``envgym.environments``).
+        extras: envgym's extras besides ``serve`` whose requirements are installed.
+        debian: Debian packages installed from this machine's apt cache (with the dependencies
+            the base lacks).
+        data: folders of this machine the family reads at run time.
+        run_options: ``docker run`` options the family needs.
+        env: environment variables set in the image.
+        memory: the container's default memory limit (``docker run --memory``).
+    """
+
+    family: str
+    extras: tuple[str, ...] = ()
+    debian: tuple[str, ...] = ()
+    data: tuple[DataFolder, ...] = ()
+    run_options: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    memory: str = "2g"
+
+
+#: Families whose image needs more than envgym[serve,<family>] (any other family gets that).
+FAMILIES: dict[str, FamilyImage] = {
+    "swe": FamilyImage(
+        family="swe",
+        # the docker SDK (extra swe) serves only the Docker sandbox, which does not run in here
+        extras=(),
+        debian=("bubblewrap",),
+        data=(
+            DataFolder(
+                locate="envgym.environments.swe.libraries:cache_dir",
+                subfolder="src",
+                env="ENVGYM_SWE_CACHE",
+                target=f"{VENV}/data/swe",
+            ),
+        ),
+        run_options=NESTED_SANDBOX,
+        # the sandboxes' system is the container's own Debian (the base image they are made of)
+        env={"ENVGYM_SANDBOX_ROOTFS": "/"},
+    ),
+    "gui": FamilyImage(
+        family="gui",
+        extras=("gui",),
+        debian=("chromium", "fonts-dejavu-core"),
+        run_options=("--shm-size", "1g"),
+        memory="4g",
+    ),
+}
+
+
+def _families() -> list[str]:
+    return sorted({spec.family for spec in list_envs()})
+
+
+def family_image(family: str) -> FamilyImage:
+    """The image description of ``family``; a family with no entry in :data:`FAMILIES` gets
+    envgym[serve,<family>] (when the extra exists) and nothing else."""
+    known = _families()
+    if family not in known:
+        raise ConfigError(f"unknown family {family!r}.{suggest(family, known)} Families: {', '.join(known)}.")
+    if family in FAMILIES:
+        return FAMILIES[family]
+    extras = (family,) if family in _project_extras() else ()
+    return FamilyImage(family=family, extras=extras)
+
+
+def image_tag(family: str) -> str:
+    """``envgym-serve/<family>:latest``: the default tag of a family's image."""
+    return f"envgym-serve/{family}:latest"
+
+
+# --- Python distributions -------------------------------------------------------------------
+
+
+def _normalize(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _project_root() -> Path | None:
+    root = Path(importlib.import_module("envgym").__file__).resolve().parents[1]  # type: ignore[arg-type]
+    return root if (root / "pyproject.toml").is_file() else None
+
+
+def _project_table() -> dict[str, list[str]]:
+    """envgym's requirements as ``{"": core, extra: [...]}``: the checkout's pyproject.toml when
+    there is one (an editable install's metadata may be older), else the installed metadata."""
+    root = _project_root()
+    if root is not None:
+        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+        return {"": list(project["dependencies"]), **project.get("optional-dependencies", {})}
+    from packaging.requirements import Requirement
+
+    table: dict[str, list[str]] = {"": []}
+    for line in importlib.metadata.requires("envgym") or []:
+        req = Requirement(line)
+        extras = re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", str(req.marker or ""))
+        if not extras:
+            table[""].append(line.split(";")[0])
+        for extra in extras:
+            table.setdefault(extra, []).append(line.split(";")[0])
+    return table
+
+
+def _project_extras() -> set[str]:
+    return set(_project_table()) - {""}
+
+
+def _envgym_requirements(extras: Iterable[str]) -> list[str]:
+    """envgym's own requirement strings for ``extras`` (``envgym[x]`` inside an extra expands)."""
+    table = _project_table()
+    wanted, seen, found = list(extras), set(), list(table[""])
+    while wanted:
+        extra = wanted.pop()
+        if extra in seen:
+            continue
+        if extra not in table:
+            raise ConfigError(f"envgym has no extra {extra!r}.{suggest(extra, table)}")
+        seen.add(extra)
+        for line in table[extra]:
+            match = re.fullmatch(r"envgym\[([^\]]+)\]", line.strip())
+            if match:
+                wanted += [e.strip() for e in match[1].split(",")]
+            else:
+                found.append(line)
+    return found
+
+
+def python_distributions(extras: Iterable[str]) -> list[importlib.metadata.Distribution]:
+    """The installed distributions ``pip install envgym[<extras>]`` needs, envgym excluded,
+    sorted by name; each as installed here (its version and files)."""
+    from packaging.requirements import Requirement
+
+    pending = [(Requirement(line), ("",)) for line in _envgym_requirements(extras)]
+    chosen: dict[str, importlib.metadata.Distribution] = {}
+    expanded: dict[str, set[str]] = {}  # the extras whose requirements were followed, per package
+    while pending:
+        req, parent_extras = pending.pop()
+        if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in parent_extras):
+            continue
+        key = _normalize(req.name)
+        if key not in chosen:
+            try:
+                chosen[key] = importlib.metadata.distribution(req.name)
+            except importlib.metadata.PackageNotFoundError as err:
+                raise NotAvailableError(
+                    f"the image needs the Python package {req.name!r} ({req}), which is not installed here: "
+                    f"pip install '{req}' (the image copies installed packages; it downloads nothing)."
+                ) from err
+        wanted = {""} | set(req.extras)
+        if wanted <= expanded.get(key, set()):
+            continue
+        expanded[key] = expanded.get(key, set()) | wanted
+        for line in chosen[key].requires or []:
+            pending.append((Requirement(line), tuple(sorted(expanded[key]))))
+    return sorted(chosen.values(), key=lambda d: _normalize(d.metadata["Name"]))
+
+
+def _distribution_files(dist: importlib.metadata.Distribution) -> list[tuple[str, Path]]:
+    """(path inside site-packages, file here) for each installed file of ``dist`` (RECORD)."""
+    if dist.files is None:
+        raise NotAvailableError(
+            f"{dist.metadata['Name']} has no RECORD of its files, so the image cannot copy it: "
+            f"reinstall it with pip (pip install --force-reinstall '{dist.metadata['Name']}=={dist.version}')."
+        )
+    found = []
+    for entry in dist.files:
+        path = Path(str(dist.locate_file(entry)))
+        rel = entry.as_posix()
+        # scripts in bin/ and data outside site-packages are not what the server imports
+        if rel.startswith("../") or "__pycache__" in entry.parts or not path.is_file():
+            continue
+        found.append((rel, path))
+    return found
+
+
+def _envgym_files() -> list[tuple[str, Path]]:
+    """envgym's source as a wheel lays it out: (path inside site-packages, file here)."""
+    files: list[tuple[str, Path]] = []
+    seen: set[str] = set()
+    for package in ("envgym", "envgym.environments", "envgym.agents"):
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise NotAvailableError(f"cannot find envgym's package {package} to copy into the image.")
+        folder = Path(next(iter(spec.submodule_search_locations))).resolve()
+        prefix = package.replace(".", "/")
+        for path in sorted(folder.rglob("*")):
+            rel = path.relative_to(folder)
+            if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
+                continue
+            name = f"{prefix}/{rel.as_posix()}"
+            if name not in seen:
+                seen.add(name)
+                files.append((name, path))
+    pth = Path(importlib.import_module("envgym").__file__).resolve().parents[1] / "envgym.pth"  # type: ignore[arg-type]
+    if pth.is_file():
+        files.append(("envgym.pth", pth))
+    return files
+
+
+# --- Debian packages -------------------------------------------------------------------------
+
+
+def _parse_status(text: str) -> dict[str, dict[str, str]]:
+    """The installed packages of a dpkg status file: name -> fields."""
+    packages: dict[str, dict[str, str]] = {}
+    for paragraph in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        key = None
+        for line in paragraph.splitlines():
+            if line[:1] in (" ", "\t") and key is not None:
+                fields[key] += "\n" + line
+            elif ":" in line:
+                key, _, value = line.partition(":")
+                fields[key] = value.strip()
+        if "Package" in fields and fields.get("Status", "").endswith(" installed"):
+            packages[fields["Package"]] = fields
+    return packages
+
+
+def _providers(packages: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """Name or virtual name -> the installed package that satisfies it."""
+    found: dict[str, str] = {}
+    for name, fields in packages.items():
+        found.setdefault(name, name)
+        for item in fields.get("Provides", "").split(","):
+            virtual = item.strip().split(" ")[0].split(":")[0]
+            if virtual:
+                found.setdefault(virtual, name)
+    return found
+
+
+def debian_closure(
+    names: Sequence[str], host: Mapping[str, Mapping[str, str]], base: Mapping[str, Mapping[str, str]]
+) -> list[str]:
+    """The packages of ``names`` and their (pre-)dependencies that ``base`` lacks, each picked as
+    this machine (``host``, whose installed set satisfies them all) has it; sorted."""
+    on_host, in_base = _providers(host), _providers(base)
+    chosen: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name in chosen or name in in_base:
+            continue
+        if name not in on_host:
+            raise NotAvailableError(
+                f"the image needs the Debian package {name!r}, which this machine has not installed: "
+                f"apt-get install {name}."
+            )
+        package = on_host[name]
+        if package in chosen or package in in_base:
+            continue
+        chosen.add(package)
+        fields = host[package]
+        for relation in ("Pre-Depends", "Depends"):
+            for group in fields.get(relation, "").split(","):
+                options = [alt.strip().split(" ")[0].split(":")[0] for alt in group.split("|") if alt.strip()]
+                if not options or any(o in in_base for o in options):
+                    continue
+                pick = next((o for o in options if o in on_host), None)
+                if pick is None:
+                    raise NotAvailableError(f"{package} depends on {group.strip()!r}, which this machine lacks.")
+                pending.append(pick)
+    return sorted(chosen)
+
+
+def _deb_file(name: str, fields: Mapping[str, str]) -> Path:
+    version = fields["Version"].replace(":", "%3a")
+    return APT_ARCHIVES / f"{name}_{version}_{fields['Architecture']}.deb"
+
+
+def _debian_files(names: Sequence[str], base_status: str) -> list[Path]:
+    if not names:
+        return []
+    if not DPKG_STATUS.is_file():
+        raise NotAvailableError(f"installing {', '.join(names)} in the image needs a Debian host (no {DPKG_STATUS}).")
+    host = _parse_status(DPKG_STATUS.read_text(encoding="utf-8"))
+    closure = debian_closure(names, host, _parse_status(base_status))
+    files = [_deb_file(name, host[name]) for name in closure]
+    missing = [name for name, path in zip(closure, files, strict=True) if not path.is_file()]
+    if missing:
+        raise NotAvailableError(
+            f"the image installs {', '.join(names)} from this machine's apt cache ({APT_ARCHIVES}), which lacks "
+            f"{len(missing)} of the {len(closure)} packages needed. Fetch them once (network, setup time): "
+            f"apt-get install --download-only --reinstall -y {' '.join(missing)}"
+        )
+    return files
+
+
+# --- docker ---------------------------------------------------------------------------------
+
+
+def _docker(*args: str, input: bytes | None = None, check: bool = True, timeout: float | None = 120) -> str:
+    docker = shutil.which("docker")
+    if docker is None:
+        raise NotAvailableError("envgym images need the docker CLI and a running engine: apt-get install docker.io.")
+    done = subprocess.run([docker, *args], input=input, capture_output=True, check=False, timeout=timeout)
+    if check and done.returncode != 0:
+        raise NotAvailableError(
+            f"docker {args[0]} failed ({done.returncode}): {done.stderr.decode(errors='replace').strip()[-2000:]}"
+        )
+    return done.stdout.decode(errors="replace").strip()
+
+
+def _image_labels(name: str) -> dict[str, str] | None:
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    done = subprocess.run(
+        [docker, "image", "inspect", "--format", "{{json .Config.Labels}}", name], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        return None
+    return json.loads(done.stdout or b"null") or {}
+
+
+def _image_id(name: str) -> str | None:
+    docker = shutil.which("docker")
+    if docker is None:
+        return None
+    done = subprocess.run([docker, "image", "inspect", "--format", "{{.Id}}", name], capture_output=True, check=False)
+    return done.stdout.decode().strip() if done.returncode == 0 else None
+
+
+# --- build ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    """What :func:`build` did.
+
+    Attributes:
+        tag: the image's name.
+        image_id: its id.
+        built: False when an image with the same inputs existed (nothing was done).
+        inputs: the SHA-256 of every input (the image's ``envgym.image.inputs`` label).
+        seconds: time spent.
+        size_bytes: the image's size.
+    """
+
+    tag: str
+    image_id: str
+    built: bool
+    inputs: str
+    seconds: float
+    size_bytes: int
+
+
+def _served_ids(family: str) -> list[str]:
+    return sorted({spec.id for spec in list_envs(family=family)})
+
+
+def _deps_dockerfile(data: Sequence[tuple[DataFolder, Path]], debs: bool) -> str:
+    lines = [f"FROM {BASE_IMAGE}"]
+    if debs:
+        lines += [
+            "COPY debs/ /tmp/envgym-debs/",
+            (
+                "RUN apt-get install -y -qq --no-install-recommends /tmp/envgym-debs/*.deb >/dev/null"
+                " && rm -rf /tmp/envgym-debs /var/cache/apt/archives/*.deb"
+            ),
+        ]
+    lines += [
+        (
+            f'RUN echo "envgym:x:{SERVER_UID}:{SERVER_UID}::/tmp:/usr/sbin/nologin" >> /etc/passwd'
+            f' && echo "envgym:x:{SERVER_UID}:" >> /etc/group'
+            f" && mkdir -p {VENV}/bin && ln -s /usr/bin/python3 {VENV}/bin/python3"
+            f' && printf "home = /usr/bin\\ninclude-system-site-packages = false\\n" > {VENV}/pyvenv.cfg'
+        ),
+        f"COPY site/ {SITE}/",
+        # compiled here (the copies carry fixed times): the server starts without compiling
+        f"RUN {VENV}/bin/python3 -m compileall -q -j 0 {SITE} >/dev/null",
+    ]
+    lines += [f"COPY data/{i}/ {folder.target}/{folder.subfolder}/" for i, (folder, _) in enumerate(data)]
+    return "\n".join(lines) + "\n"
+
+
+def _final_dockerfile(image: FamilyImage, deps: str, ids: Sequence[str]) -> str:
+    env = {
+        "PATH": f"{VENV}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": "/tmp",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **{folder.env: folder.target for folder in image.data},
+        **image.env,
+    }
+    command = [f"{VENV}/bin/python3", "-m", "envgym.cli", "serve", *ids, "--host", "0.0.0.0", "--port", str(PORT)]
+    lines = [
+        f"FROM {deps}",
+        f"COPY envgym/ {SITE}/",
+        f"RUN {VENV}/bin/python3 -m compileall -q -j 0 {SITE}/envgym >/dev/null",
+        "ENV " + " ".join(f"{key}={json.dumps(value)}" for key, value in env.items()),
+        "WORKDIR /tmp",
+        f"USER {SERVER_UID}:{SERVER_UID}",
+        f"EXPOSE {PORT}",
+        f"CMD {json.dumps(command)}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _deps_inputs(image: FamilyImage) -> tuple[str, list[tuple[str, Path]]]:
+    """The dependencies image: Debian packages, Python packages, data (changes rarely)."""
+    debs: list[Path] = []
+    if image.debian:
+        base_status = _docker("run", "--rm", "--network", "none", BASE_IMAGE, "cat", "/var/lib/dpkg/status")
+        debs = _debian_files(image.debian, base_status)
+    data: list[tuple[DataFolder, Path]] = []
+    for folder in image.data:
+        module, _, function = folder.locate.partition(":")
+        root = Path(getattr(importlib.import_module(module), function)()) / folder.subfolder
+        if not root.is_dir():
+            raise NotAvailableError(f"the {image.family} image needs {root}, which is missing (run scripts/setup.sh).")
+        data.append((folder, root))
+    files: list[tuple[str, Path]] = [(f"debs/{path.name}", path) for path in debs]
+    for dist in python_distributions(("serve", *image.extras)):
+        files += [(f"site/{rel}", path) for rel, path in _distribution_files(dist)]
+    for i, (_, root) in enumerate(data):
+        files += [
+            (f"data/{i}/{path.relative_to(root).as_posix()}", path)
+            for path in sorted(root.rglob("*"))
+            if path.is_file() and not path.is_symlink()
+        ]
+    return _deps_dockerfile(data, bool(debs)), files
+
+
+def _digest(dockerfile: str, files: Sequence[tuple[str, Path]], parent_id: str) -> str:
+    digest = hashlib.sha256()
+    digest.update(f"parent {parent_id}\n".encode())
+    digest.update(dockerfile.encode())
+    for name, path in sorted(files):
+        digest.update(f"\0{name}\0{os.access(path, os.X_OK):d}\0".encode())
+        with open(path, "rb") as handle:
+            while chunk := handle.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _context(dockerfile: str, files: Sequence[tuple[str, Path]]) -> Iterator[bytes]:
+    """The build context as a tar stream (root-owned files, fixed times: Docker's layer cache
+    then keys on contents alone)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w|") as tar:
+        for name, path, data in [("Dockerfile", None, dockerfile.encode()), *((n, p, None) for n, p in files)]:
+            info = tarfile.TarInfo(name)
+            info.mtime, info.uid, info.gid = 0, 0, 0
+            if path is None:
+                info.mode, info.size = 0o644, len(data or b"")
+                tar.addfile(info, io.BytesIO(data or b""))
+            else:
+                info.mode, info.size = (0o755 if os.access(path, os.X_OK) else 0o644), path.stat().st_size
+                with open(path, "rb") as handle:
+                    tar.addfile(info, handle)
+            if buffer.tell() > 1 << 20:
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+    yield buffer.getvalue()
+
+
+def _ensure(
+    tag: str, dockerfile: str, files: Sequence[tuple[str, Path]], parent: str, family: str, force: bool
+) -> tuple[str, bool]:
+    """Build ``tag`` unless an image of that name has the same inputs; (image id, built now)."""
+    parent_id = _image_id(parent)
+    if parent_id is None:
+        raise NotAvailableError(f"no image {parent} to build {tag} on.")
+    inputs = _digest(dockerfile, files, parent_id)
+    labels = _image_labels(tag)
+    if not force and labels is not None and labels.get(LABEL_INPUTS) == inputs:
+        log.info("%s is up to date (inputs %s)", tag, inputs[:12])
+        return _image_id(tag) or "", False
+    previous = _image_id(tag)
+    docker = shutil.which("docker")
+    assert docker is not None
+    log.info("building %s (%d files)", tag, len(files))
+    labels_args = ["--label", f"{LABEL_FAMILY}={family}", "--label", f"{LABEL_INPUTS}={inputs}"]
+    process = subprocess.Popen(
+        [docker, "build", "--network", "none", "--force-rm", *labels_args, "--tag", tag, "-"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    assert process.stdin is not None and process.stdout is not None
+    with contextlib.suppress(BrokenPipeError):
+        for chunk in _context(dockerfile, files):
+            process.stdin.write(chunk)
+        process.stdin.close()
+    output = process.stdout.read().decode(errors="replace")
+    if process.wait() != 0:
+        raise NotAvailableError(f"docker build of {tag} failed ({process.returncode}):\n{output[-3000:]}")
+    image_id = _image_id(tag) or ""
+    if previous and previous != image_id:
+        # the old image of this tag, unless a container or a child image still uses it
+        subprocess.run([docker, "image", "rm", previous], capture_output=True, check=False)
+    return image_id, True
+
+
+def build(family: str, *, tag: str | None = None, force: bool = False) -> BuildResult:
+    """Build the image that serves ``family`` (idempotent: same inputs, same image, no work).
+
+    Two images: ``<tag name>:deps`` (Debian packages, Python packages, data: rebuilt when one of
+    them changes) and ``tag`` on top of it (envgym's source and the server command).
+
+    Raises:
+        ConfigError: an unknown family or a malformed tag.
+        NotAvailableError: no Docker engine, no base image, or a needed package missing here
+            (the message names the command that fixes it).
+    """
+    started = time.perf_counter()
+    image = family_image(family)
+    tag = tag or image_tag(family)
+    _check_tag(tag)
+    if _image_id(BASE_IMAGE) is None:
+        _docker("version", "--format", "{{.Server.Version}}")  # no engine: say that first
+        raise NotAvailableError(f"the envgym images are built on {BASE_IMAGE}, which is missing: {BASE_HINT}.")
+    deps = f"{_repository(tag)}:deps"
+    old_deps = _image_id(deps)
+    dockerfile, files = _deps_inputs(image)
+    deps_id, deps_built = _ensure(deps, dockerfile, files, BASE_IMAGE, family, force)
+    envgym_files = [(f"envgym/{rel}", path) for rel, path in _envgym_files()]
+    dockerfile = _final_dockerfile(image, deps, _served_ids(family))
+    image_id, built = _ensure(tag, dockerfile, envgym_files, deps, family, force)
+    if old_deps and old_deps != deps_id:  # freed now that the old image on top of it is gone
+        _docker("image", "rm", old_deps, check=False)
+    seconds = time.perf_counter() - started
+    if built:
+        log.info("built %s in %.1f s", tag, seconds)
+    digest = _image_labels(tag) or {}
+    return BuildResult(tag, image_id, built or deps_built, digest.get(LABEL_INPUTS, ""), seconds, _size(tag))
+
+
+def _size(tag: str) -> int:
+    docker = shutil.which("docker")
+    if docker is None:
+        return 0
+    done = subprocess.run([docker, "image", "inspect", "--format", "{{.Size}}", tag], capture_output=True, check=False)
+    return int(done.stdout.decode().strip() or 0) if done.returncode == 0 else 0
+
+
+_TAG = re.compile(r"^[a-z0-9]+(?:[._/-][a-z0-9]+)*(?::[A-Za-z0-9_.-]{1,128})?$")
+
+
+def _repository(tag: str) -> str:
+    """The name part of ``tag`` (``envgym-serve/swe`` of ``envgym-serve/swe:latest``)."""
+    name, _, version = tag.rpartition(":")
+    return name if name and "/" not in version else tag
+
+
+def _check_tag(tag: str) -> None:
+    if tag.endswith(":deps"):
+        raise ConfigError(
+            f"the tag ':deps' names the dependencies image of a family image; choose another, not {tag!r}."
+        )
+    if not _TAG.match(tag):
+        raise ConfigError(
+            f"an image tag looks like 'envgym-serve/swe:latest' (lowercase name, optional :tag), got {tag!r}."
+        )
+
+
+# --- run ------------------------------------------------------------------------------------
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_stale() -> int:
+    """Remove the containers that :func:`running` started in processes that are gone (a process
+    killed without cleanup leaves its container); returns how many."""
+    listed = _docker(
+        "ps", "-a", "--filter", f"label={LABEL_OWNER}", "--format", '{{.ID}} {{.Label "' + LABEL_OWNER + '"}}'
+    )
+    stale = []
+    for line in listed.splitlines():
+        container, _, owner = line.partition(" ")
+        host, _, pid = owner.partition(":")
+        if host == os.uname().nodename and pid.isdigit() and not _pid_alive(int(pid)):
+            stale.append(container)
+    if stale:
+        _docker("rm", "-f", *stale, check=False)
+    return len(stale)
+
+
+def _wait_healthy(url: str, container: str, deadline: float) -> None:
+    delay = 0.05
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+                if json.loads(answer.read()).get("status") == "healthy":
+                    return
+        except (urllib.error.URLError, OSError, ValueError):
+            pass
+        state = _docker("inspect", "--format", "{{.State.Status}}", container, check=False)
+        if state not in ("created", "running"):
+            logs = _docker("logs", "--tail", "40", container, check=False)
+            raise NotAvailableError(f"the container {container[:12]} stopped before serving ({state}):\n{logs}")
+        if time.monotonic() > deadline:
+            logs = _docker("logs", "--tail", "40", container, check=False)
+            raise NotAvailableError(f"the container {container[:12]} did not answer {url}/health in time:\n{logs}")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+@contextlib.contextmanager
+def running(
+    family: str,
+    *,
+    tag: str | None = None,
+    memory: str | None = None,
+    cpus: float = 2.0,
+    pids: int = 1024,
+    serve_args: Sequence[str] = (),
+    start_timeout: float = 120.0,
+) -> Iterator[str]:
+    """Run the image of ``family`` and yield its server's base URL (``http://127.0.0.1:<port>``).
+
+    The container listens on a free port of 127.0.0.1 only, holds at most ``memory`` (the
+    family's default), ``pids`` processes and ``cpus`` CPUs, runs as a non-root user with no
+    capabilities over a read-only root, and is removed when the block ends (normally, by an
+    exception or by Ctrl-C). ``serve_args`` replace the served ids and flags of ``envgym serve``
+    (the image's default serves every id of the family).
+
+    Raises:
+        NotAvailableError: the image is missing (build it with ``envgym image build FAMILY``), or
+            the server did not become healthy within ``start_timeout`` seconds.
+    """
+    image = family_image(family)
+    tag = tag or image_tag(family)
+    _check_tag(tag)
+    if not cpus > 0 or pids < 16:
+        raise ConfigError(f"cpus must be > 0 and pids >= 16, got cpus={cpus!r}, pids={pids!r}.")
+    if _image_id(tag) is None:
+        raise NotAvailableError(f"no image {tag}: build it with `envgym image build {family}`.")
+    reap_stale()
+    memory = memory or image.memory
+    options = [
+        "--detach",
+        "--publish",
+        f"127.0.0.1::{PORT}",
+        "--memory",
+        memory,
+        "--memory-swap",
+        memory,
+        "--pids-limit",
+        str(pids),
+        "--cpus",
+        str(cpus),
+        "--cap-drop",
+        "ALL",
+        "--security-opt",
+        "no-new-privileges",
+        "--read-only",
+        "--tmpfs",
+        "/tmp:rw,exec,mode=1777",
+        "--label",
+        f"{LABEL_FAMILY}={family}",
+        "--label",
+        f"{LABEL_OWNER}={os.uname().nodename}:{os.getpid()}",
+        *image.run_options,
+    ]
+    command: list[str] = []
+    if serve_args:
+        command = [f"{VENV}/bin/python3", "-m", "envgym.cli", "serve", *serve_args, "--host", "0.0.0.0"]
+        command += ["--port", str(PORT)]
+    container = ""
+    try:
+        container = _docker("run", *options, tag, *command)
+        published = _docker("port", container, f"{PORT}/tcp")
+        port = published.splitlines()[0].rsplit(":", 1)[1]
+        url = f"http://127.0.0.1:{port}"
+        _wait_healthy(url, container, time.monotonic() + start_timeout)
+        log.info("%s serves %s at %s", container[:12], family, url)
+        yield url
+    finally:
+        if container:
+            _docker("rm", "-f", container, check=False)
+
+
+def containers(family: str | None = None) -> list[str]:
+    """Ids of the containers (running or not) that :func:`running` started, of one family or all."""
+    label = f"{LABEL_FAMILY}={family}" if family else LABEL_OWNER
+    return _docker("ps", "-a", "--quiet", "--filter", f"label={label}").split()
+
+
+def describe(result: BuildResult) -> dict[str, object]:
+    """``result`` as JSON-ready data (what ``envgym image build --json`` prints)."""
+    return {
+        "tag": result.tag,
+        "image_id": result.image_id,
+        "built": result.built,
+        "inputs": result.inputs,
+        "seconds": round(result.seconds, 2),
+        "size_bytes": result.size_bytes,
+    }
