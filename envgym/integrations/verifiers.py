@@ -197,6 +197,8 @@ class EnvgymTaskset(vf.Taskset[EnvgymTask, EnvgymTasksetConfig]):
             )
         if config.url is None:
             check_single_agent(config.env_id)
+        else:
+            check_single_agent_served(config.url, config.env_id)
         self.prompt_config = config.prompt_config()
 
     def load(self) -> Iterator[EnvgymTask]:
@@ -323,8 +325,14 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
                 if score.end is not None:
                     break
                 segment = await interaction.turn(conv.messages()[-1]["content"])
+        trace = interaction.trace
+        if not trace.ok:
+            # The model call or the harness failed (the error is on the trace): an infrastructure
+            # failure is no score, so the trace gets no return to be trained or ranked on.
+            trace.info["envgym"] = {"termination_reason": "error", "actions": list(score.actions)}
+            return
         # The interaction's close ran verifiers' own scoring; envgym's scores go on the trace after it.
-        score.record(interaction.trace)
+        score.record(trace)
         return score
 
 
@@ -470,17 +478,31 @@ def check_single_agent(env_id: str) -> None:
         )
 
 
+def check_single_agent_served(url: str, env_id: str) -> None:
+    """Raise unless the ``envgym serve`` server at ``url`` serves ``env_id`` as a single-agent id."""
+    remote = _remote()
+    if remote.check_served(url, env_id) != "single":
+        raise ConfigError(
+            f"the server at {url} serves {env_id!r} as a multi-agent (PettingZoo) environment; the verifiers "
+            f"adapter plays single-agent ids, one model against the env."
+        )
+
+
+def _remote() -> Any:
+    try:
+        from envgym import remote
+    except ImportError as err:
+        raise MissingDependencyError("websockets", "serve", "the verifiers adapter with url=") from err
+    return remote
+
+
 def make_env(env_id: str, kwargs: Mapping[str, Any], url: str | None) -> Any:
     """The env a row plays: ``envgym.make`` in-process, or :func:`envgym.remote.make` at ``url``."""
     if url is None:
         import envgym
 
         return envgym.make(env_id, **kwargs)
-    try:
-        from envgym import remote
-    except ImportError as err:
-        raise MissingDependencyError("websockets", "serve", "the verifiers adapter with url=") from err
-    return remote.make(url, env_id, **kwargs)
+    return _remote().make(url, env_id, **kwargs)
 
 
 def _text(observation: Any) -> str:

@@ -9,10 +9,12 @@ components, actions and the messages the model was sent must be the same on both
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +251,66 @@ def test_example_smoke_run() -> None:
         ("2", rows[2][2], "0", "max_turns"),
     ], proc.stdout
     assert float(rows[2][2]) < 0 and rows[2][4] == "4"
+
+
+# -- in-process episodes: verifiers' own Env.run_episode, no eval command ---------------------------
+
+
+def play(env: adapter.EnvgymEnv, server: FakeOpenAIServer) -> list[Any]:
+    """Every row of ``env`` played by verifiers (``Env.run_episode``) against ``server``."""
+    import verifiers.v1 as vf
+
+    async def episodes() -> list[Any]:
+        client = vf.EvalClientConfig(base_url=server.url, api_key_var="FAKE_API_KEY")
+        ctx = vf.ModelContext(client=client, model="fake-model", sampling=vf.SamplingConfig())
+        async with env.serving():
+            return [await env.run_episode(task, ctx) for task in env.taskset]
+
+    return asyncio.run(episodes())
+
+
+@pytest.fixture(scope="module")
+def oracle_model() -> ScriptedModel:
+    oracle = run(RunConfig(agent="oracle", tasks=tasks_for(ENV_ID, ORACLE_SEEDS)))
+    return ScriptedModel(
+        {first_user_message(ENV_ID, t.seed): [turn.action for turn in t.turns] for t in oracle.trajectories}
+    )
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[str]:
+    from envgym.serve import Server
+
+    with Server([ENV_ID]) as server:
+        yield "ws" + server.url[len("http") :]
+
+
+def summary(episode: Any) -> tuple[Any, ...]:
+    (trace,) = episode.traces
+    return episode.ok, trace.reward, dict(trace.metrics), trace.info["envgym"]
+
+
+def test_an_env_behind_envgym_serve_plays_the_same_episodes(oracle_model: ScriptedModel, served: str) -> None:
+    seeds = [*ORACLE_SEEDS, WRONG_SEED]
+    with FakeOpenAIServer(action=oracle_model) as server:
+        local = play(adapter.load_environment(ENV_ID, seeds=seeds, max_turns=MAX_TURNS), server)
+        remote = play(adapter.load_environment(ENV_ID, seeds=seeds, max_turns=MAX_TURNS, url=served), server)
+    assert [summary(e) for e in remote] == [summary(e) for e in local]
+    assert [e.traces[0].reward for e in remote[:2]] == [1.0, 1.0]
+    assert remote[2].traces[0].info["envgym"]["termination_reason"] == "max_turns"
+
+
+def test_a_served_id_the_server_does_not_serve_is_refused(served: str) -> None:
+    with pytest.raises(KeyError, match="does not serve 'envgym/Wordle-v0'"):
+        adapter.load_environment("envgym/Wordle-v0", url=served)
+
+
+def test_a_failing_model_server_is_an_error_not_a_score() -> None:
+    with FakeOpenAIServer(action="down") as server:
+        server.fail_next(10, status=500)
+        (episode,) = play(adapter.load_environment(ENV_ID, seeds=[0]), server)
+    (trace,) = episode.traces
+    assert not episode.ok and not trace.ok
+    assert trace.rewards == {}  # no return recorded: nothing to train or rank on
+    assert trace.info["envgym"]["termination_reason"] == "error"
+    assert "500" in trace.errors[-1].message
