@@ -238,10 +238,10 @@ def make(env_id: str, *, reward_wrappers: Sequence[Any] | None = None, **kwargs:
     if reward_wrappers is not None:
         check_reward_wrappers(reward_wrappers)  # a bad spec fails before the environment is made
     register_envs()
-    if env_id not in _single and env_id != REMOTE_ID:
+    if env_id not in _single:
         register_envs(plugins=True)
-        if env_id not in _single:
-            raise _unknown(env_id, multi=False)
+    if env_id not in _single:
+        raise _unknown(env_id, multi=False)
     import gymnasium
 
     env = gymnasium.make(env_id, **kwargs)

@@ -209,6 +209,9 @@ class Session:
         self._ws: Any = None
         loopback = urllib.parse.urlsplit(self.address).hostname in _LOOPBACK
         try:
+            # Entered by hand, not in a with block: the connection lives as long as this session.
+            # (websockets >= 17.1 warns about a connect() that is not entered; older ones return the
+            # connection itself, whose __enter__ returns it.)
             self._ws = client.connect(
                 self.address,
                 open_timeout=connect_timeout_s,
@@ -216,7 +219,7 @@ class Session:
                 max_size=max_message_bytes,
                 compression=None,  # frames are small and the server is near: deflate costs more than it saves
                 proxy=None if loopback else True,
-            )
+            ).__enter__()
         except exceptions.InvalidStatus as err:
             status = err.response.status_code
             if status == 404:
