@@ -22,6 +22,7 @@ from envgym.cli._leaderboard import leaderboard_app
 from envgym.cli._newfamily import new_family_command
 from envgym.cli._play import play_command
 from envgym.cli._run import run_all_command, run_command
+from envgym.cli._serve import serve_command
 from envgym.cli._train import train_command
 from envgym.cli._webshop import webshop_app
 
@@ -65,6 +66,7 @@ app.add_typer(leaderboard_app, name="leaderboard")
 app.add_typer(webshop_app, name="webshop")
 app.add_typer(image_app, name="image")
 app.command("new-family")(new_family_command)
+app.command("serve")(serve_command)
 
 
 def main() -> None:

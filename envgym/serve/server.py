@@ -14,12 +14,14 @@ the calling thread until SIGINT/SIGTERM (the CLI). Both close every session's en
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
+import signal
 import socket
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -228,6 +230,20 @@ class Server:
                 await app.stop_sessions()  # SERVER_STOPPING to every session, before uvicorn drops them
                 await super().shutdown(sockets)
 
+            @contextlib.contextmanager
+            def capture_signals(self) -> Iterator[None]:
+                # uvicorn's own re-raises the signal after its shutdown (killing the process with
+                # SIGTERM's default action); a stop by signal is a clean stop here: run() returns.
+                if threading.current_thread() is not threading.main_thread():
+                    yield
+                    return
+                previous = {sig: signal.signal(sig, self.handle_exit) for sig in (signal.SIGINT, signal.SIGTERM)}
+                try:
+                    yield
+                finally:
+                    for sig, handler in previous.items():
+                        signal.signal(sig, handler)
+
         config = uvicorn.Config(
             self.app,
             log_level=self._log_level,
@@ -262,11 +278,16 @@ class Server:
             time.sleep(0.005)
         return self
 
-    def run(self) -> None:
-        """Bind and serve in this thread until SIGINT/SIGTERM (uvicorn's handlers), then close every env."""
+    def run(self, ready: Callable[[Server], None] | None = None) -> None:
+        """Bind and serve in this thread until SIGINT or SIGTERM, then close every env and return.
+
+        ``ready(self)`` is called once the port is bound (connections queue from then on).
+        """
         if self._socket is None:
             self._socket = self._bind()
         self._uvicorn = self._make_uvicorn()
+        if ready is not None:
+            ready(self)
         try:
             self._uvicorn.run(sockets=[self._socket])
         finally:
