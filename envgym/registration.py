@@ -31,6 +31,10 @@ logger = logging.getLogger(__name__)
 
 Kind = Literal["gymnasium", "aec", "parallel"]
 ENV_ID = re.compile(r"^(?P<namespace>[\w.-]+)/(?P<name>[\w.-]+?)-v(?P<version>\d+)$")
+#: Ids that name an environment by its address, not a registry entry: ``SCHEME:ADDRESS``
+#: (``openenv:http://127.0.0.1:8000``) is the scheme's entry point called with ``url=ADDRESS``.
+ADDRESS_SCHEMES: dict[str, str] = {"openenv": "envgym.integrations.openenv:OpenEnvEnv"}
+ADDRESS_ID = re.compile(r"^(?P<scheme>[a-z]+):(?P<address>\S+)$")
 ENTRY_POINT_GROUP = "envgym.environments"
 #: The package whose subpackages are the built-in families (each with a ``SPECS`` list).
 FAMILIES_PACKAGE = "envgym.environments"
@@ -63,8 +67,8 @@ class EnvSpec:
     variant_of: str | None = None
 
     def __post_init__(self) -> None:
-        if not ENV_ID.match(self.id):
-            raise EnvgymError(f"environment id must look like 'namespace/Name-vN', got {self.id!r}.")
+        if not ENV_ID.match(self.id) and _address(self.id) is None:
+            raise EnvgymError(f"environment id must look like 'namespace/Name-vN' (or 'openenv:URL'), got {self.id!r}.")
         if ":" not in self.entry_point:
             raise EnvgymError(f"entry_point must be 'module:attribute', got {self.entry_point!r} for {self.id!r}.")
         if self.kind not in ("gymnasium", "aec", "parallel"):
@@ -73,14 +77,12 @@ class EnvSpec:
     @property
     def name(self) -> str:
         match = ENV_ID.match(self.id)
-        assert match is not None
-        return match["name"]
+        return match["name"] if match else self.id  # an address id is its own name
 
     @property
     def version(self) -> int:
         match = ENV_ID.match(self.id)
-        assert match is not None
-        return int(match["version"])
+        return int(match["version"]) if match else 0
 
     @property
     def multi_agent(self) -> bool:
@@ -203,8 +205,19 @@ def _unknown(env_id: str, *, multi: bool) -> UnknownEnvError:
     )
 
 
+def _address(env_id: str) -> tuple[str, str] | None:
+    """``(scheme, address)`` of an address id (:data:`ADDRESS_SCHEMES`), else ``None``."""
+    match = ADDRESS_ID.match(env_id) if isinstance(env_id, str) else None
+    return (match["scheme"], match["address"]) if match and match["scheme"] in ADDRESS_SCHEMES else None
+
+
 def spec(env_id: str) -> EnvSpec:
-    """The spec of a registered id (single-agent first, then multi-agent)."""
+    """The spec of a registered id (single-agent first, then multi-agent), or of an address id
+    (``openenv:URL``: made from its address, never registered)."""
+    address = _address(env_id)
+    if address is not None:
+        scheme, url = address
+        return EnvSpec(id=env_id, entry_point=ADDRESS_SCHEMES[scheme], family=scheme, kwargs={"url": url})
     register_envs()
     found = _single.get(env_id) or _multi.get(env_id)
     if found is None:
@@ -219,7 +232,8 @@ def make(env_id: str, *, reward_wrappers: Sequence[Any] | None = None, **kwargs:
     """``gymnasium.make`` with envgym's error messages for unknown ids, and reward wrappers.
 
     Args:
-        env_id: a registered single-agent id (``envgym/Sokoban-v0``).
+        env_id: a registered single-agent id (``envgym/Sokoban-v0``), or an address id
+            (``openenv:http://HOST:PORT``, :data:`ADDRESS_SCHEMES`).
         reward_wrappers: reward wrapper specs stacked on the environment, first innermost
             (:func:`envgym.rewards.wrap_rewards`: ``[{"step_cost": {"cost": -0.01}}, "outcome"]``).
             Plain data, so a suite entry, a training config or a worker pool passes them through
@@ -237,14 +251,18 @@ def make(env_id: str, *, reward_wrappers: Sequence[Any] | None = None, **kwargs:
 
     if reward_wrappers is not None:
         check_reward_wrappers(reward_wrappers)  # a bad spec fails before the environment is made
-    register_envs()
-    if env_id not in _single:
-        register_envs(plugins=True)
-    if env_id not in _single:
-        raise _unknown(env_id, multi=False)
-    import gymnasium
+    if _address(env_id) is not None:  # no Gymnasium id: built from its spec
+        found = spec(env_id)
+        env = found.load()(**{**found.kwargs, **kwargs})
+    else:
+        register_envs()
+        if env_id not in _single:
+            register_envs(plugins=True)
+        if env_id not in _single:
+            raise _unknown(env_id, multi=False)
+        import gymnasium
 
-    env = gymnasium.make(env_id, **kwargs)
+        env = gymnasium.make(env_id, **kwargs)
     if not reward_wrappers:
         return env
     try:

@@ -170,10 +170,9 @@ def specs_for(env_id: str) -> list[Any]:
     found = [s for s in list_envs() if s.id == env_id]
     if not found:
         try:
-            spec(env_id)  # raises UnknownEnvError with the suggestion
+            found = [spec(env_id)]  # an address id (openenv:URL); an unknown id raises, with suggestions
         except UnknownEnvError as err:
             fail(str(err), EXIT_USAGE)
-        fail(f"unknown environment id {env_id!r}. Run `envgym list` to see every id.", EXIT_USAGE)
     order = {"gymnasium": 0, "aec": 1, "parallel": 2}
     return sorted(found, key=lambda s: order.get(s.kind, 3))
 
