@@ -49,14 +49,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import envgym
+from envgym import remote
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError, suggest
 from envgym.rollout.ending import EpisodeEnd, episode_end
 from envgym.rollout.prompting import Conversation, PromptConfig
+from envgym.rollout.records import json_safe
 
 try:
     import httpx
     import verifiers.v1 as vf
     from pydantic import Field, field_validator
+    from verifiers.v1.cli.eval.main import main as vf_eval_main
     from verifiers.v1.dialects.chat import message_to_wire
     from verifiers.v1.errors import MODEL_TRANSPORT_ERROR_EXIT_CODE
 except ImportError as err:  # pragma: no cover - the integrations extra is installed in CI
@@ -216,11 +220,11 @@ class EnvgymTaskset(vf.Taskset[EnvgymTask, EnvgymTasksetConfig]):
                         system_prompt=conv.system or None,
                         env_id=config.env_id,
                         seed=seed,
-                        env_kwargs=_json_safe(kwargs),
+                        env_kwargs=json_safe(kwargs),
                         url=config.url,
                         max_turns=config.max_turns,
                         prompt_settings=self.prompt_config.to_dict(),
-                        envgym_task=_json_safe(dict(info.get("task") or {})),
+                        envgym_task=json_safe(dict(info.get("task") or {})),
                     ),
                     config.task,
                 )
@@ -453,10 +457,8 @@ def load_environment(
 def main(argv: Sequence[str] | None = None) -> None:
     """``vf-eval`` with this plugin importable: ``python -m envgym.integrations.verifiers ARGS``
     takes ``vf-eval``'s own arguments (``envgym-verifiers --env.taskset.env-id ... -m MODEL ...``)."""
-    from verifiers.v1.cli.eval.main import main as vf_eval
-
     _register_module_name()
-    vf_eval(list(sys.argv[1:] if argv is None else argv))
+    vf_eval_main(list(sys.argv[1:] if argv is None else argv))
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -464,8 +466,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def check_single_agent(env_id: str) -> None:
     """Raise unless ``env_id`` is a registered single-agent id (unknown ids get "did you mean")."""
-    import envgym
-
     specs = [s for s in envgym.list_envs() if s.id == env_id]
     if not specs:
         envgym.spec(env_id)  # raises UnknownEnvError with the closest ids
@@ -480,7 +480,6 @@ def check_single_agent(env_id: str) -> None:
 
 def check_single_agent_served(url: str, env_id: str) -> None:
     """Raise unless the ``envgym serve`` server at ``url`` serves ``env_id`` as a single-agent id."""
-    remote = _remote()
     if remote.check_served(url, env_id) != "single":
         raise ConfigError(
             f"the server at {url} serves {env_id!r} as a multi-agent (PettingZoo) environment; the verifiers "
@@ -488,21 +487,11 @@ def check_single_agent_served(url: str, env_id: str) -> None:
         )
 
 
-def _remote() -> Any:
-    try:
-        from envgym import remote
-    except ImportError as err:
-        raise MissingDependencyError("websockets", "serve", "the verifiers adapter with url=") from err
-    return remote
-
-
 def make_env(env_id: str, kwargs: Mapping[str, Any], url: str | None) -> Any:
     """The env a row plays: ``envgym.make`` in-process, or :func:`envgym.remote.make` at ``url``."""
     if url is None:
-        import envgym
-
         return envgym.make(env_id, **kwargs)
-    return _remote().make(url, env_id, **kwargs)
+    return remote.make(url, env_id, **kwargs)
 
 
 def _text(observation: Any) -> str:
@@ -512,12 +501,6 @@ def _text(observation: Any) -> str:
             f"(an image env: use its text view)."
         )
     return observation
-
-
-def _json_safe(value: Any) -> Any:
-    from envgym.rollout.records import json_safe
-
-    return json_safe(value)
 
 
 if __name__ == "__main__":  # pragma: no cover - python -m envgym.integrations.verifiers
