@@ -9,6 +9,9 @@ never done, so every episode here ends by ``max_turns``.
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,10 +26,11 @@ from typer.testing import CliRunner
 import envgym
 from envgym.cli import app as cli_app
 from envgym.errors import InvalidKwargsError, ResetNeededError, UnknownEnvError
-from envgym.integrations.openenv import OpenEnvEnv, OpenEnvError, openenv_app
+from envgym.integrations.openenv import OpenEnvEnv, OpenEnvError, openenv_app, serve_with_openenv
 from envgym.rollout import EpisodeTask, RunConfig, Runner
 from envgym.rollout.agent import Agent, AgentOutput
 
+ROOT = Path(__file__).resolve().parents[2]
 ACTIONS = ["hi", "hello", "good day"]
 WORDLE = "envgym/Wordle-v0"
 
@@ -249,3 +253,45 @@ def test_openenv_app_refuses_what_it_cannot_serve() -> None:
         openenv_app("envgym/Wordel-v0")
     with pytest.raises(envgym.errors.ConfigError, match="max_sessions"):
         openenv_app(WORDLE, max_sessions=0)
+
+
+@pytest.mark.slow
+def test_serve_with_openenv_runs_openenv_server_in_a_subprocess() -> None:
+    """The side-by-side baseline: OpenEnv's server for an envgym env, in its own process."""
+    from openenv.core import GenericEnvClient
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    local = envgym.make(WORDLE, difficulty="easy")
+    with serve_with_openenv(WORDLE, port, difficulty="easy") as server:
+        assert server.url == f"http://127.0.0.1:{port}"
+        with GenericEnvClient(base_url=server.url).sync() as client:
+            assert client.reset(seed=2).observation["obs"] == local.reset(seed=2)[0]
+            for guess in ("crane", "moist"):
+                assert client.step({"action": guess}).reward == pytest.approx(local.step(guess)[1])
+    assert server.process.poll() is not None  # stopped on leaving the block
+    local.close()
+    with pytest.raises(envgym.errors.ConfigError, match="port"):
+        serve_with_openenv(WORDLE, 0)
+
+
+# -- the example ------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_example_openenv_client_smoke() -> None:
+    """examples/openenv_client.py --smoke: OpenEnv's GenericEnvClient plays envgym serve's envs."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "openenv_client.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    episodes = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [e["env_id"] for e in episodes] == ["envgym/Wordle-v0", "envgym/Sokoban-v0"]
+    for episode in episodes:
+        assert episode["same_as_in_process"] and episode["done"] and episode["success"]
+        assert len(episode["rewards"]) == len(episode["actions"]) >= 1
+        assert episode["return"] == pytest.approx(sum(episode["rewards"]))
