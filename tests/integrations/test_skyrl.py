@@ -279,3 +279,14 @@ def test_url_plays_the_episode_on_envgym_serve(sokoban_server) -> None:
     assert [s["metadata"]["reward_components"] for s in ep["steps"]] == components
     assert ep["steps"][-1]["metadata"]["termination_reason"] == "success"
     assert ep["init"]["task"]["seed"] == seed
+
+
+def test_row_values_read_from_parquet_arrive_as_plain_data() -> None:
+    """SkyRL reads its dataset with pandas: a seed comes as numpy.int64, kwargs lists as arrays."""
+    np = pytest.importorskip("numpy")
+    extras = {"env_id": "envgym/FrozenLake-v0", "seed": np.int64(4), "env_kwargs": {"size": np.int64(4)}}
+    env = skyrl_gym.make("envgym", env_config={}, extras=extras)
+    _, meta = env.init([])
+    env.close()
+    assert meta["seed"] == 4 and type(meta["seed"]) is int
+    assert meta["task"]["seed"] == 4
