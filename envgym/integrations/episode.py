@@ -35,6 +35,7 @@ Typical use::
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -141,7 +142,8 @@ class EpisodeSettings:
             defaults: values ``data`` leaves out (a trainer's YAML block for the env).
             strict: refuse keys that are not settings. SkyRL hands an env every column of its
                 dataset row (``reward_spec``, ``data_source``, ...), so it reads rows with
-                ``strict=False``; config blocks are always read strictly.
+                ``strict=False``, which still refuses a near-miss of a setting (``seeds``); config
+                blocks are always read strictly.
 
         Raises:
             ConfigError: an unknown key (with the closest one), a missing ``env_id``, a bad value.
@@ -152,6 +154,11 @@ class EpisodeSettings:
                 check_keys(source, where)
             elif not isinstance(source, Mapping):
                 raise ConfigError(f"envgym {where} must be a mapping with keys {list(SETTING_KEYS)}, got {source!r}.")
+            else:  # other columns pass, but a near-miss of a setting ('seeds') is a typo, not a column
+                for key in source:
+                    close = difflib.get_close_matches(str(key), SETTING_KEYS, n=1, cutoff=0.8)
+                    if key not in SETTING_KEYS and close:
+                        raise ConfigError(f"envgym {where}: unknown key {key!r}. Did you mean {close[0]!r}?")
             merged.update((key, plain(value)) for key, value in source.items() if key in SETTING_KEYS)
         if merged.get("env_id") is None:
             raise ConfigError(

@@ -155,6 +155,8 @@ def test_config_defaults_under_row_values_and_bad_settings_fail_clearly() -> Non
         skyrl_gym.make("envgym", env_config={}, extras={"seed": 1})
     with pytest.raises(ConfigError, match="unknown envgym config key 'env_kwarg'.*Did you mean 'env_kwargs'"):
         skyrl_gym.make("envgym", env_config={"env_kwarg": {}}, extras={"env_id": "envgym/Wordle-v0"})
+    with pytest.raises(ConfigError, match="unknown key 'seeds'. Did you mean 'seed'"):
+        skyrl_gym.make("envgym", env_config={}, extras={"env_id": "envgym/Wordle-v0", "seeds": 3})
     with pytest.raises(ConfigError, match="seed must be an integer"):
         skyrl_gym.make("envgym", env_config={}, extras={"env_id": "envgym/Wordle-v0", "seed": "7"})
     with pytest.raises(UnknownEnvError, match="Wordle-v0"):
