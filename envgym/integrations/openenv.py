@@ -125,7 +125,8 @@ class OpenEnvEnv(gym.Env[str, str]):
     Version history: v0 (issue 34).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+    # a live WebSocket session does not pickle (nor does it travel to another process)
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": [], "picklable": False}
 
     def __init__(
         self,
@@ -370,7 +371,13 @@ class OpenEnvEnv(gym.Env[str, str]):
         reward = float(result.reward) if isinstance(result.reward, (int, float)) else 0.0
         done = bool(result.done)
         served = observation.get("info")
-        if isinstance(served, dict) and "obs" in observation:  # an envgym env served by OpenEnv
+        if isinstance(served, dict) and "obs" in observation:  # an envgym env (openenv_app, envgym serve)
+            from envgym.serve.codec import CodecError, decode_info
+
+            try:
+                served = decode_info(served)  # arrays and non-finite floats back as they were
+            except CodecError:
+                log.debug("an info from %s kept as it came (not envgym's encoding)", self.url, exc_info=True)
             info = {**dict.fromkeys(INFO_KEYS), **served}
             obs_value = observation.get(self.observation_field or "obs")
             terminated = bool(observation.get("terminated", done))

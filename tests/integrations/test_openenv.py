@@ -29,6 +29,8 @@ from envgym.errors import InvalidKwargsError, ResetNeededError, UnknownEnvError
 from envgym.integrations.openenv import OpenEnvEnv, OpenEnvError, openenv_app, serve_with_openenv
 from envgym.rollout import EpisodeTask, RunConfig, Runner
 from envgym.rollout.agent import Agent, AgentOutput
+from envgym.serve import Server
+from envgym.testing import check_env
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONS = ["hi", "hello", "good day"]
@@ -52,6 +54,13 @@ def echo(echo_dir: Path) -> Iterator[LoopbackServer]:
 def wordle() -> Iterator[LoopbackServer]:
     with LoopbackServer(openenv_app(WORDLE, max_sessions=4)) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def wordle_served() -> Iterator[str]:
+    """``envgym serve``'s base URL of Wordle (OpenEnv's clients append /ws)."""
+    with Server([WORDLE], max_sessions=4) as server:
+        yield server.base_url(WORDLE)
 
 
 def _echo_reward(action: str) -> float:
@@ -95,6 +104,12 @@ def test_observation_field_and_json_actions(echo: LoopbackServer) -> None:
         assert env.step('{"message": "ok"}')[0] == "ok"
     finally:
         env.close()
+
+
+def test_envgym_contract_checker_passes_on_openenv_echo(echo: LoopbackServer) -> None:
+    kwargs = {"admissible_actions": ACTIONS, "max_turns": 4}
+    report = check_env(f"openenv:{echo.url}", steps=8, make_kwargs=kwargs)
+    assert "seeded_determinism" in report.checks and report.valid_steps == report.steps > 0
 
 
 def test_bad_arguments_fail_before_any_session(echo: LoopbackServer) -> None:
@@ -230,9 +245,12 @@ def test_openenv_client_plays_envgym_wordle_with_in_process_rewards(wordle: Loop
     local.close()
 
 
-def test_envgym_env_round_trips_through_openenv(wordle: LoopbackServer) -> None:
-    """envgym -> OpenEnv's server -> OpenEnv's client -> envgym: the same episode as in-process."""
-    local, remote = envgym.make(WORDLE), envgym.make(f"openenv:{wordle.url}")
+@pytest.mark.parametrize("server", ["openenv_app", "envgym_serve"])
+def test_envgym_env_round_trips_through_openenv(server: str, request: pytest.FixtureRequest) -> None:
+    """envgym -> OpenEnv's server (or envgym serve) -> OpenEnv's client -> envgym: the same
+    episode as in-process."""
+    url = request.getfixturevalue("wordle").url if server == "openenv_app" else request.getfixturevalue("wordle_served")
+    local, remote = envgym.make(WORDLE), envgym.make(f"openenv:{url}")
     try:
         assert remote.action_field == "action"
         assert remote.reset(seed=5) == local.reset(seed=5)
