@@ -172,7 +172,8 @@ class Session:
         self._step_timeout = step_timeout
         self._on_released = on_released
         self._worker: Worker | None = None
-        self._env: Any = None
+        self._env: Any = None  # the env the event loop may use (None: build one at the next reset)
+        self._handle: Any = None  # the env the worker thread owns (see _build_now / _close_now)
         self._built_with: dict[str, Any] | None = None
         self.episode_id: str | None = None
         self.step_count = 0
@@ -308,7 +309,7 @@ class Session:
     async def _build(self, served: ServedEnv, kwargs: dict[str, Any]) -> None:
         if self._worker is None:
             self._worker = Worker(f"envgym-serve-{uuid.uuid4().hex[:8]}", on_exit=self._released)
-        future = self._worker.submit(_make, served.make, kwargs)
+        future = self._worker.submit(self._build_now, served.make, kwargs)
         try:
             self._env = await self._wait(future, "building the env")
         except ServeError:
@@ -442,10 +443,22 @@ class Session:
 
     # -- the end ----------------------------------------------------------------------------------
     def _close_env(self) -> None:
-        """Queue the env's ``close`` on its thread (after a call still running there); once only."""
-        env, self._env, self._built_with = self._env, None, None
-        if env is not None and self._worker is not None:
-            self._worker.post(_close_quietly, env)
+        """Make the env unusable here and queue its ``close`` on its thread, after any call still
+        running there (a build that timed out included: it is closed once it is made)."""
+        self._env, self._built_with = None, None
+        if self._worker is not None:
+            self._worker.post(self._close_now)
+
+    # Only these two touch ``_handle``, and only on the worker thread: the env is closed exactly once.
+    def _build_now(self, make: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+        self._close_now()
+        self._handle = make(**kwargs)
+        return self._handle
+
+    def _close_now(self) -> None:
+        env, self._handle = self._handle, None
+        if env is not None:
+            _close_quietly(env)
 
     def close(self) -> None:
         """End the session: close its env (on its thread, after any call still running) and stop
@@ -469,10 +482,6 @@ class Session:
 
 
 _TYPES = ("reset", "step", "state", "render", "close")
-
-
-def _make(make: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
-    return make(**kwargs)
 
 
 def _close_quietly(env: Any) -> None:

@@ -294,6 +294,15 @@ def test_a_step_past_the_limit_closes_the_session_and_then_its_env(tight: Server
         RELEASE.set()
 
 
+def test_a_build_past_the_limit_is_closed_once_it_is_made(tight: Server) -> None:
+    live, closes = Probe.live, Probe.closes
+    with _open(tight) as ws:
+        reply = _ask(ws, {"type": "reset", "data": {"env_kwargs": {"build_delay": 0.6}}})
+        assert "building the env ran past" in _error(reply, "STEP_TIMEOUT")
+    _until(lambda: Probe.closes == closes + 1)
+    assert Probe.live == live
+
+
 def test_the_server_stopping_closes_every_session_and_env() -> None:
     live = Probe.live
     running = Server([PROBE_ID]).start()

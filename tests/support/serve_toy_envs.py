@@ -1,6 +1,7 @@
 """Toy environments for the ``envgym serve`` tests (registered by :func:`register_serve_toys`).
 
-* ``servetoy/Probe-v0``: a text env that counts its live instances (``Probe.live``) and its closes;
+* ``servetoy/Probe-v0``: a text env that counts its live instances (``Probe.live``) and its closes
+  (a second ``close`` raises); ``build_delay`` makes its constructor slow;
   actions ``tick``, ``done`` (ends), ``crash`` (raises), ``block`` (waits until
   :data:`RELEASE` is set, at most 30 s); reset with ``options={"crash": True}`` raises.
 * ``servetoy/Box-v0``: a Box action (2 floats in [0, 1]) and an array observation.
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -37,9 +39,10 @@ class Probe(gym.Env[str, str]):
     live = 0
     closes = 0
 
-    def __init__(self, size: int = 3, *, tag: str = "") -> None:
+    def __init__(self, size: int = 3, *, tag: str = "", build_delay: float = 0.0) -> None:
         if size < 1:
             raise ValueError(f"size must be at least 1, got {size}")
+        time.sleep(build_delay)  # a slow constructor (a browser launch, a container start)
         self.size = size
         self.tag = tag
         self.ticks = 0
