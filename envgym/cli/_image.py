@@ -89,3 +89,12 @@ def list_command() -> None:
     """Show the running containers started by `envgym image run` or the harness."""
     for container in _images().containers():
         typer.echo(container)
+
+
+@image_app.command("fetch")
+@handle_errors
+def fetch_command(family: Annotated[str, _FAMILY]) -> None:
+    """Download the Debian packages FAMILY's image installs that the apt cache lacks (setup time: network, root)."""
+    _progress_to_stderr()
+    fetched = _images().fetch_debs(family)
+    typer.echo(f"fetched {len(fetched)} packages" + (f": {' '.join(fetched)}" if fetched else " (all cached)"))

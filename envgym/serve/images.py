@@ -35,6 +35,7 @@ with every capability dropped and ``no-new-privileges``.
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import importlib
 import importlib.metadata
@@ -54,22 +55,28 @@ import urllib.request
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from envgym.errors import ConfigError, NotAvailableError, suggest
 from envgym.registration import list_envs
 
 __all__ = [
     "BASE_IMAGE",
+    "DOCKER_SCHEME",
     "FAMILIES",
     "BuildResult",
     "FamilyImage",
     "build",
+    "containers",
     "debian_closure",
+    "describe",
     "family_image",
+    "fetch_debs",
     "image_tag",
     "python_distributions",
     "reap_stale",
     "running",
+    "served_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -378,27 +385,75 @@ def debian_closure(
     return sorted(chosen)
 
 
+def _newer(a: str, b: str) -> bool:
+    """Whether Debian version ``a`` is newer than ``b`` (dpkg's own comparison)."""
+    return subprocess.run(["dpkg", "--compare-versions", a, "gt", b], check=False).returncode == 0
+
+
 def _deb_file(name: str, fields: Mapping[str, str]) -> Path:
-    version = fields["Version"].replace(":", "%3a")
-    return APT_ARCHIVES / f"{name}_{version}_{fields['Architecture']}.deb"
+    """The cached .deb of ``name`` at the version installed here, else the newest cached one (a
+    Debian point update the mirror carries now); the installed version's name when none is."""
+    arch = fields["Architecture"]
+    exact = APT_ARCHIVES / f"{name}_{fields['Version'].replace(':', '%3a')}_{arch}.deb"
+    if exact.is_file():
+        return exact
+    best: tuple[str, Path] | None = None
+    for path in APT_ARCHIVES.glob(f"{glob.escape(name)}_*_{arch}.deb"):
+        version = path.name[len(name) + 1 : -len(f"_{arch}.deb")].replace("%3a", ":")
+        if "_" not in version and (best is None or _newer(version, best[0])):
+            best = (version, path)
+    return best[1] if best else exact
 
 
-def _debian_files(names: Sequence[str], base_status: str) -> list[Path]:
-    if not names:
-        return []
+def _debian_plan(names: Sequence[str], base_status: str) -> tuple[list[Path], list[str]]:
+    """(the .deb files of ``names`` and their dependencies the base lacks, the packages among
+    them whose file this machine's apt cache lacks)."""
     if not DPKG_STATUS.is_file():
         raise NotAvailableError(f"installing {', '.join(names)} in the image needs a Debian host (no {DPKG_STATUS}).")
     host = _parse_status(DPKG_STATUS.read_text(encoding="utf-8"))
     closure = debian_closure(names, host, _parse_status(base_status))
     files = [_deb_file(name, host[name]) for name in closure]
-    missing = [name for name, path in zip(closure, files, strict=True) if not path.is_file()]
+    return files, [name for name, path in zip(closure, files, strict=True) if not path.is_file()]
+
+
+def _base_status() -> str:
+    return _docker("run", "--rm", "--network", "none", BASE_IMAGE, "cat", "/var/lib/dpkg/status")
+
+
+def _debian_files(names: Sequence[str], base_status: str) -> list[Path]:
+    if not names:
+        return []
+    files, missing = _debian_plan(names, base_status)
     if missing:
+        family = next((f.family for f in FAMILIES.values() if tuple(f.debian) == tuple(names)), "FAMILY")
         raise NotAvailableError(
             f"the image installs {', '.join(names)} from this machine's apt cache ({APT_ARCHIVES}), which lacks "
-            f"{len(missing)} of the {len(closure)} packages needed. Fetch them once (network, setup time): "
-            f"apt-get install --download-only --reinstall -y {' '.join(missing)}"
+            f"{len(missing)} of the {len(files)} packages needed. Fetch them once (network, at setup time): "
+            f"envgym image fetch {family}  (apt-get install --download-only --reinstall of those packages)."
         )
     return files
+
+
+def fetch_debs(family: str) -> list[str]:
+    """Download into the apt cache the Debian packages ``family``'s image installs and the cache
+    lacks (``apt-get install --download-only --reinstall``: network, root; a setup step, never run
+    by a build). Returns the packages fetched."""
+    image = family_image(family)
+    if not image.debian:
+        return []
+    _, missing = _debian_plan(image.debian, _base_status())
+    if missing:
+        apt = shutil.which("apt-get")
+        if apt is None:
+            raise NotAvailableError("fetching Debian packages needs apt-get (a Debian host).")
+        command = [apt, "install", "--download-only", "--reinstall", "--no-install-recommends", "-y", "-qq", *missing]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise NotAvailableError(f"apt-get could not fetch {len(missing)} packages: {done.stderr.strip()[-2000:]}")
+        _, still = _debian_plan(image.debian, _base_status())
+        if still:
+            raise NotAvailableError(f"apt-get did not fetch {', '.join(still)}.")
+    return missing
 
 
 # --- docker ---------------------------------------------------------------------------------
@@ -515,8 +570,7 @@ def _deps_inputs(image: FamilyImage) -> tuple[str, list[tuple[str, Path]]]:
     """The dependencies image: Debian packages, Python packages, data (changes rarely)."""
     debs: list[Path] = []
     if image.debian:
-        base_status = _docker("run", "--rm", "--network", "none", BASE_IMAGE, "cat", "/var/lib/dpkg/status")
-        debs = _debian_files(image.debian, base_status)
+        debs = _debian_files(image.debian, _base_status())
     data: list[tuple[DataFolder, Path]] = []
     for folder in image.data:
         module, _, function = folder.locate.partition(":")
@@ -793,6 +847,19 @@ def running(
     finally:
         if container:
             _docker("rm", "-f", container, check=False)
+
+
+#: The URL scheme that names a family's image instead of a running server: ``docker:swe``.
+DOCKER_SCHEME = "docker:"
+
+
+def served_url(url: str, **options: Any) -> contextlib.AbstractContextManager[str]:
+    """A context manager giving a server URL for ``url``: ``url`` itself, or for
+    ``docker:FAMILY`` the URL of a container of FAMILY's image that lives as long as the block
+    (:func:`running` with ``options``). What a harness calls with the ``--url`` it was given."""
+    if isinstance(url, str) and url.startswith(DOCKER_SCHEME):
+        return running(url.removeprefix(DOCKER_SCHEME), **options)
+    return contextlib.nullcontext(url)
 
 
 def containers(family: str | None = None) -> list[str]:
