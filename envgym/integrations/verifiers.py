@@ -160,6 +160,14 @@ class EnvgymTasksetConfig(vf.TasksetConfig):
                 f"prompt.history={config.history!r} cannot hold under verifiers, which sends the model the "
                 f"whole conversation; leave history at 'full'."
             )
+        for name, knob in (
+            ("max_new_tokens", "--sampling.max-tokens"),
+            ("token_budget", "--env.agent.max-output-tokens"),
+        ):
+            if getattr(config, name) is not None:
+                raise ConfigError(
+                    f"prompt.{name} is not applied under verifiers, which owns the token limits: use {knob} instead."
+                )
         return config
 
 
@@ -303,7 +311,8 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
         data = task.data
         observation, info = await call(env.reset, seed=data.seed)
         conv = Conversation(config, data.env_id, _text(observation), info)
-        if conv.messages()[-1]["content"] != data.prompt or (conv.system or None) != data.system_prompt:
+        # (The system prompt may differ on purpose: --env.taskset.system-prompt replaces it.)
+        if conv.messages()[-1]["content"] != data.prompt:
             raise EnvgymError(
                 f"{data.env_id!r} reset with seed {data.seed} gave another first observation than the row's prompt: "
                 f"the env's reset is not deterministic for this seed (or its kwargs changed since the rows were read)."
@@ -346,8 +355,6 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
 class EnvgymChatHarnessConfig(vf.HarnessConfig):
     """The in-process chat harness (``--env.agent.harness.*``)."""
 
-    max_tokens: int | None = Field(None, ge=1)
-    """Most completion tokens of one reply (sent as ``max_tokens``); None: the server's limit."""
     request_timeout_s: float = Field(600.0, gt=0)
     """Seconds one model call may take."""
 
@@ -378,9 +385,8 @@ class EnvgymChatHarness(vf.Harness[EnvgymChatHarnessConfig]):
             messages.append({"role": "user", "content": prompt})
         elif prompt is not None:
             messages.extend(message_to_wire(message) for message in prompt)
+        # Sampling (temperature, max_tokens, ...) is the run's: the interception server applies it.
         body: dict[str, Any] = {"model": ctx.model, "messages": messages}
-        if self.config.max_tokens is not None:
-            body["max_tokens"] = self.config.max_tokens
         timeout = httpx.Timeout(self.config.request_timeout_s, connect=30.0)
         try:
             async with httpx.AsyncClient(timeout=timeout) as client:

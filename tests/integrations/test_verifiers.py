@@ -314,3 +314,34 @@ def test_a_failing_model_server_is_an_error_not_a_score() -> None:
     assert trace.rewards == {}  # no return recorded: nothing to train or rank on
     assert trace.info["envgym"]["termination_reason"] == "error"
     assert "500" in trace.errors[-1].message
+
+
+def test_prime_rls_env_server_plays_rows_sent_over_the_wire(oracle_model: ScriptedModel) -> None:
+    """prime-rl runs envs in verifiers' env servers (ZMQ): the orchestrator reads the rows and
+    sends each one's task data; the server rebuilds the task and plays it."""
+    import verifiers.v1 as vf
+    from verifiers.v1.serve.client import EnvClient
+    from verifiers.v1.serve.server import EnvServer
+
+    env = adapter.load_environment(ENV_ID, seeds=[*ORACLE_SEEDS, WRONG_SEED], max_turns=MAX_TURNS)
+    rows = [row.data.model_dump(mode="json") for row in env.taskset]
+
+    async def over_the_wire(url: str) -> list[Any]:
+        server = EnvServer(env.config, address="tcp://127.0.0.1:0")
+        serving = asyncio.create_task(server.run())
+        client = EnvClient(server.address)
+        try:
+            config = vf.EvalClientConfig(base_url=url, api_key_var="FAKE_API_KEY")
+            return [await client.run(config, "fake-model", vf.SamplingConfig(), row) for row in rows]
+        finally:
+            await client.close()
+            serving.cancel()
+            await asyncio.gather(serving, return_exceptions=True)
+
+    with FakeOpenAIServer(action=oracle_model) as server:
+        wired = asyncio.run(over_the_wire(server.url))
+        local = play(env, server)
+    assert [(t.rewards, t.metrics, t.info["envgym"]) for e in wired for t in e.traces] == [
+        (t.rewards, t.metrics, t.info["envgym"]) for e in local for t in e.traces
+    ]
+    assert [e.traces[0].reward for e in wired] == [1.0, 1.0, local[2].traces[0].reward]
