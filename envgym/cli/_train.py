@@ -136,6 +136,7 @@ TRAIN_FLAGS: tuple[tuple[str, str, str | None], ...] = (
     ("task_pool", "--task-pool", None),
     ("rollout_backend", "--rollout-backend", None),
     ("rollout_workers", "--rollout-workers", None),
+    ("rollout_url", "--rollout-url", None),
 )
 
 

@@ -107,7 +107,14 @@ class RunConfig:
     )
     backend: str = field(
         default="inproc",
-        metadata=_help("Where environments run: inproc (this process), process (worker pool) or ray."),
+        metadata=_help(
+            "Where environments run: inproc (this process), process (worker pool), ray, or remote (an envgym serve "
+            "server at url)."
+        ),
+    )
+    url: str | None = field(
+        default=None,
+        metadata=_help("The envgym serve server of backend remote (ws://HOST:PORT); the environments run there."),
     )
     workers: int = field(default=1, metadata=_help("Worker processes or Ray actors for the process and ray backends."))
     mode: str = field(
@@ -192,6 +199,11 @@ class RunConfig:
                 raise ConfigError(
                     f"{name} must be one of {', '.join(map(repr, options))}, got {value!r}.{suggest(str(value), options)}"
                 )
+        if (self.backend == "remote") != (self.url is not None) or (self.url is not None and not self.url):
+            raise ConfigError(
+                f"url names the envgym serve server of backend 'remote' (ws://HOST:PORT): give both or neither, "
+                f"got backend={self.backend!r}, url={self.url!r}."
+            )
         if not isinstance(self.prompt, PromptConfig):
             raise ConfigError(f"prompt must be a PromptConfig, got {type(self.prompt).__name__}.")
         if not isinstance(self.env_kwargs, Mapping) or not isinstance(self.agent_options, Mapping):

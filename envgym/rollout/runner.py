@@ -8,9 +8,10 @@ Two modes:
 * **async**: each of ``concurrency`` threads plays its own episodes one after the other; the
   agent sees batches of one. For agents that wait on I/O (an OpenAI-compatible server).
 
-Three backends for the environments (:mod:`envgym.rollout.pools`): in this process (``inproc``),
-a subprocess worker pool (``process``) and Ray actors (``ray``). A worker that dies is replaced
-and its episodes restarted.
+Four backends for the environments (:mod:`envgym.rollout.pools`): in this process (``inproc``),
+a subprocess worker pool (``process``), Ray actors (``ray``) and an ``envgym serve`` server
+(``remote``, at ``url``). A worker that dies, or a server that goes away, fails its episodes'
+requests, and those episodes are restarted.
 
 A run plays a task list (:mod:`envgym.rollout.tasks`): one :class:`EpisodeTask` per episode,
 naming its environment, seed, group and member, so episodes of different environments share one
@@ -40,6 +41,8 @@ from typing import Any
 
 from envgym import registration
 from envgym.errors import ConfigError
+from envgym.remote import check_served
+from envgym.remote import make as remote_make
 from envgym.rollout.agent import Agent
 from envgym.rollout.config import DEFAULT_EPISODES, IDENTITY_KEYS, MAX_DEFAULT_ENVS, MODES, RunConfig
 from envgym.rollout.multiagent import run_parallel
@@ -143,8 +146,8 @@ class Runner:
     def run(self) -> RunResult:
         """Play every episode not already recorded in the run folder; return all of them."""
         cfg, session = self.config, self.session
-        # Unknown ids fail here, before anything loads.
-        kinds = {env_id: registration.spec(env_id).kind for env_id in session.env_ids}
+        # Unknown ids fail here, before anything loads (asked of the server for backend remote).
+        kinds = _kinds(cfg, session.env_ids)
         if "parallel" in kinds.values():
             if set(kinds.values()) != {"parallel"}:
                 raise ConfigError(
@@ -163,7 +166,10 @@ class Runner:
         # Build one environment of each kind here first: bad kwargs or a missing extra are usage
         # errors, not env_errors of every episode.
         for env_id, kwargs in session.kinds:
-            registration.make(env_id, **kwargs).close()
+            if cfg.backend == "remote":
+                _check_remote(cfg.url, env_id, kwargs)
+            else:
+                registration.make(env_id, **kwargs).close()
         # Locked from here until closed: a second process writing into this folder stops here.
         session.open_folder()
         agent: Agent | None = self._agent
@@ -206,6 +212,7 @@ class Runner:
             workers=cfg.workers,
             step_timeout_s=cfg.step_timeout_s,
             ray_address=cfg.ray_address,
+            url=cfg.url,
         )
         try:
             play = SingleAgentPlay(self.session, agent, pool)
@@ -215,6 +222,23 @@ class Runner:
                 play.run_async(todo)
         finally:
             pool.close()
+
+
+def _kinds(cfg: RunConfig, env_ids: list[str]) -> dict[str, str]:
+    """Each env id's kind (``gymnasium``, ``aec``, ``parallel``): from the registry, or from the
+    server that plays them (backend ``remote``)."""
+    if cfg.backend != "remote":
+        return {env_id: registration.spec(env_id).kind for env_id in env_ids}
+    assert cfg.url is not None  # RunConfig pairs backend remote with a url
+    return {env_id: "parallel" if check_served(cfg.url, env_id) == "parallel" else "gymnasium" for env_id in env_ids}
+
+
+def _check_remote(url: str | None, env_id: str, kwargs: Mapping[str, Any]) -> None:
+    """One reset of ``env_id`` with ``kwargs`` on the server: refused kwargs are a usage error
+    (:class:`~envgym.remote.RemoteKwargsError`), not an ``env_error`` of every episode."""
+    assert url is not None
+    with remote_make(url, env_id, **kwargs) as env:
+        env.reset()
 
 
 def run(config: RunConfig, agent: Agent | None = None, *, out: str | Path | None = None, **hooks: Any) -> RunResult:

@@ -89,6 +89,7 @@ RESUMABLE_CHANGES: frozenset[str] = frozenset(
         "out",
         "rollout_backend",
         "rollout_workers",
+        "rollout_url",
         "profile",
         "generation_backend",  # where rollouts are generated, not what is learned
         "collapse",
@@ -449,12 +450,18 @@ class TrainConfig:
     rollout_backend: str = field(
         default="inproc",
         metadata=_help(
-            "Where the environments step: inproc (this process), process (a worker pool) or ray (Ray actors); the "
-            "policy always generates in the trainer's process."
+            "Where the environments step: inproc (this process), process (a worker pool), ray (Ray actors) or remote "
+            "(an envgym serve server at rollout_url); the policy always generates in the trainer's process."
         ),
     )
     rollout_workers: int = field(
         default=1, metadata=_help("Worker processes or Ray actors of the process and ray rollout backends.")
+    )
+    rollout_url: str | None = field(
+        default=None,
+        metadata=_help(
+            "The envgym serve server of rollout_backend remote (ws://HOST:PORT): the environments step there."
+        ),
     )
     # -- model -----------------------------------------------------------------------------------
     lora: Mapping[str, Any] | None = field(
@@ -568,6 +575,11 @@ class TrainConfig:
                 f"choices={self.choices!r} needs generation_backend='hf' (the vLLM backend decodes free text only)."
             )
         _choice("rollout_backend", self.rollout_backend, ROLLOUT_BACKENDS)
+        if (self.rollout_backend == "remote") != (self.rollout_url is not None) or self.rollout_url == "":
+            raise ConfigError(
+                f"rollout_url names the envgym serve server of rollout_backend 'remote' (ws://HOST:PORT): give both "
+                f"or neither, got rollout_backend={self.rollout_backend!r}, rollout_url={self.rollout_url!r}."
+            )
         if self.rollout_backend == "inproc" and self.rollout_workers != 1:
             raise ConfigError(
                 f"rollout_workers={self.rollout_workers} needs rollout_backend='process' or 'ray' (inproc steps the "

@@ -188,6 +188,7 @@ def play_rollout(
         prompt=cfg.prompt,
         backend=cfg.rollout_backend,
         workers=cfg.rollout_workers,
+        url=cfg.rollout_url,
     )
     return Runner(run_config, agent, out=folder, on_progress=on_progress).run().trajectories
 
@@ -218,6 +219,7 @@ def play_evaluation(
         prompt=cfg.prompt,
         backend=cfg.rollout_backend,
         workers=cfg.rollout_workers,
+        url=cfg.rollout_url,
     )
     agent = generation.agent(temperature=0.0, top_p=1.0, seed=cfg.seed, name=f"policy@update{update}")
     event(f"update {update}: greedy evaluation on {cfg.eval_episodes} held-out episodes")

@@ -67,6 +67,7 @@ DIFFERENT_HELP = {
     "--max-turns": "train shows TrainConfig.max_turns, run RunConfig.max_turns",
     "--limit": "run plays the first N episodes, bench run the first N entries of its suite",
     "--reason": "leaderboard delete and rename each say which action the audit keeps the reason for",
+    "--url": "run/bench run: the envgym serve server of --backend remote (RunConfig); leaderboard: its server",
 }
 
 #: Flags of ``run`` (and ``bench run``) -> the RunConfig / PromptConfig field they set.
@@ -80,6 +81,7 @@ RUN_FIELDS = {
     "--num-envs": (RunConfig, "num_envs"),
     "--workers": (RunConfig, "workers"),
     "--backend": (RunConfig, "backend"),
+    "--url": (RunConfig, "url"),
     "--mode": (RunConfig, "mode"),
     "--group-size": (RunConfig, "group_size"),
     "--max-turns": (RunConfig, "max_turns"),
@@ -113,6 +115,7 @@ TRAIN_FIELDS = {
     "--task-pool": "task_pool",
     "--rollout-backend": "rollout_backend",
     "--rollout-workers": "rollout_workers",
+    "--rollout-url": "rollout_url",
     "--kwargs": "env_kwargs",
 }
 #: key=value flags: the field's documentation, then how to write the values.

@@ -374,7 +374,7 @@ def test_inproc_pool_slot_env_and_remote_none() -> None:
 def test_make_pool_validates_its_arguments() -> None:
     with pytest.raises(
         ConfigError,
-        match=r"backend must be one of 'inproc', 'process', 'ray', got 'proces'\. "
+        match=r"backend must be one of 'inproc', 'process', 'ray', 'remote', got 'proces'\. "
         r"Did you mean 'process'\?",
     ):
         make_pool(CRASH, None, num_slots=1, backend="proces")

@@ -27,6 +27,9 @@ Backends (:func:`make_pool`):
   batching and the same failure rules (a dead actor, ``ray.kill``, or a timed-out call). Ray is
   started on first use if it is not running, and shut down with the last pool that started it;
   a Ray the caller started is left running.
+* ``"remote"`` (:class:`ServedPool`): the envs live in an ``envgym serve`` server at ``url``, one
+  WebSocket session per slot; a lost server fails the requests with ``worker_lost=True`` and the
+  next reset opens a new session (:mod:`envgym.rollout.pools.served`).
 
 Every pool can be used from several threads at once as long as concurrent calls name different
 slots (the runner's asynchronous mode steps single episodes from a thread pool): remote pools
@@ -55,6 +58,7 @@ from envgym.rollout.pools.inproc import InProcessPool
 from envgym.rollout.pools.process import ProcessPool
 from envgym.rollout.pools.raypool import RayPool
 from envgym.rollout.pools.records import EnvFailure, ResetRequest, StepRequest, StepResult
+from envgym.rollout.pools.served import ServedPool
 
 __all__ = [
     "BACKENDS",
@@ -65,6 +69,7 @@ __all__ = [
     "ProcessPool",
     "RayPool",
     "ResetRequest",
+    "ServedPool",
     "StepRequest",
     "StepResult",
     "make_pool",
@@ -80,6 +85,7 @@ def make_pool(
     workers: int = 1,
     step_timeout_s: float | None = None,
     ray_address: str | None = None,
+    url: str | None = None,
 ) -> EnvPool:
     """Make a pool of ``num_slots`` envs.
 
@@ -96,6 +102,7 @@ def make_pool(
         step_timeout_s: seconds per request before a silent worker is killed and replaced
             (``None``: no limit; ignored by ``inproc``, which cannot interrupt an env).
         ray_address: the Ray cluster to join (``ray`` only; ``None``: the current or a local one).
+        url: the ``envgym serve`` server whose envs the pool plays (``remote`` only, and required there).
 
     Raises:
         ConfigError: an unknown backend, ``workers`` or ``num_slots`` below 1, a bad timeout,
@@ -114,6 +121,13 @@ def make_pool(
     ):
         raise ConfigError(f"step_timeout_s must be a positive number of seconds or None, got {step_timeout_s!r}.")
     kinds = env_list(env, env_kwargs)
+    if backend == "remote" or url is not None:
+        if backend != "remote" or not url:
+            raise ConfigError(
+                f"backend='remote' plays envs served at url (ws://HOST:PORT, from `envgym serve`): give both, "
+                f"got backend={backend!r}, url={url!r}."
+            )
+        return ServedPool(kinds, num_slots=num_slots, url=url, step_timeout_s=step_timeout_s)
     for env_id, _ in kinds:
         env_spec = registration.spec(env_id)  # UnknownEnvError with "did you mean" before any worker starts
         if env_spec.multi_agent:

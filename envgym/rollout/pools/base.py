@@ -16,7 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; gymnasium is imported when 
 __all__ = ["BACKENDS", "DEFAULT_START_TIMEOUT_S", "EnvPool"]
 
 #: The backends :func:`envgym.rollout.pools.make_pool` accepts.
-BACKENDS: tuple[str, ...] = ("inproc", "process", "ray")
+BACKENDS: tuple[str, ...] = ("inproc", "process", "ray", "remote")
 #: Seconds a new worker process or Ray actor may take to start and import its environment.
 DEFAULT_START_TIMEOUT_S = 120.0
 
@@ -33,7 +33,7 @@ class EnvPool(abc.ABC):
         env_id: the first kind's id (the only one of a single-kind pool).
         env_kwargs: the first kind's keyword arguments.
         num_slots: number of slots (``0 .. num_slots - 1``).
-        backend: ``"inproc"``, ``"process"`` or ``"ray"``.
+        backend: ``"inproc"``, ``"process"``, ``"ray"`` or ``"remote"``.
     """
 
     num_slots: int
