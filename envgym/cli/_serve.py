@@ -12,7 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
-from envgym.cli._common import EXIT_USAGE, err_console, fail, handle_errors, parse_kwargs
+from envgym.cli._common import EXIT_USAGE, err_console, fail, handle_errors, parse_kwargs, resolve_kind
+from envgym.cli._options import KindOption
 from envgym.serve import DEFAULT_MAX_MESSAGE_BYTES, ServeConfig, Server
 
 __all__ = ["serve_command"]
@@ -57,10 +58,8 @@ def serve_command(
     env_ids: Annotated[
         list[str], typer.Argument(help="Registered ids to serve; the first is the one of /ws.", show_default=False)
     ],
-    host: Annotated[
-        str, typer.Option("--host", help="Address to bind. Anything but loopback puts the envs on the network.")
-    ] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port (0: a free one, printed at start).")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
     max_sessions: Annotated[
         int, typer.Option("--max-sessions", min=1, help="Most sessions at once (each holds one env).")
     ] = 256,
@@ -84,21 +83,20 @@ def serve_command(
     lock_kwargs: Annotated[
         bool, typer.Option("--lock-kwargs", help="Refuse the clients' env_kwargs: only --kwargs apply.")
     ] = False,
-    kind: Annotated[
-        str | None,
-        typer.Option(
-            "--kind", help="single or parallel, for ids registered as both (default: single).", show_default=False
-        ),
-    ] = None,
+    kind: KindOption = None,
     log_level: Annotated[str, typer.Option("--log-level", help="uvicorn's log level.")] = "warning",
 ) -> None:
     """Serve environments over WebSocket and HTTP: envgym.remote and OpenEnv clients connect.
 
     `envgym serve envgym/Wordle-v0 --port 8000`; a client plays at ws://127.0.0.1:8000/envgym/Wordle-v0/ws
-    (protocol: docs/serving.md). Ctrl-C stops it and closes every env.
+    (protocol: docs/serving.md). `--port 0` takes a free port (printed). `--host` other than 127.0.0.1
+    puts the envs on the network. `--kind parallel` serves the PettingZoo registration of an id
+    registered as both. Ctrl-C stops it and closes every env.
     """
-    if kind is not None and kind not in ("single", "parallel"):
-        fail(f"--kind must be single or parallel, got {kind!r}.", EXIT_USAGE)
+    registry_kind = resolve_kind(kind)
+    if registry_kind == "aec":
+        fail("--kind aec: envgym serve serves single-agent and PettingZoo Parallel registrations.", EXIT_USAGE)
+    label = {"gymnasium": "single", "parallel": "parallel"}.get(registry_kind or "")
     config = ServeConfig(
         host=host,
         port=port,
@@ -108,7 +106,7 @@ def serve_command(
         max_message_bytes=max_message_bytes,
         env_kwargs=_env_kwargs(kwargs, env_ids),
         lock_kwargs=lock_kwargs,
-        kinds={env_id: kind for env_id in env_ids} if kind else {},
+        kinds={env_id: label for env_id in env_ids} if label else {},
     )
     server = Server(env_ids, config, log_level=log_level)
     console = err_console()

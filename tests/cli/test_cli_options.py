@@ -68,6 +68,7 @@ DIFFERENT_HELP = {
     "--limit": "run plays the first N episodes, bench run the first N entries of its suite",
     "--reason": "leaderboard delete and rename each say which action the audit keeps the reason for",
     "--url": "run/bench run: the envgym serve server of --backend remote (RunConfig); leaderboard: its server",
+    "--step-timeout": "run/bench run: a worker's call limit (RunConfig); serve: the server's limit per env call",
 }
 
 #: Flags of ``run`` (and ``bench run``) -> the RunConfig / PromptConfig field they set.

@@ -120,4 +120,4 @@ def test_usage_errors_exit_2_before_binding() -> None:
     result = runner.invoke(app, ["serve", SOKOBAN, "envgym/Wordle-v0", "--kwargs", "size=6", "--port", "0"])
     assert result.exit_code == 2 and "several are served" in result.output
     result = runner.invoke(app, ["serve", SOKOBAN, "--kind", "aec", "--port", "0"])
-    assert result.exit_code == 2 and "single or parallel" in result.output
+    assert result.exit_code == 2 and "single-agent and PettingZoo Parallel" in result.output
