@@ -20,8 +20,13 @@ holding all three, so ``vf-eval``, prime-rl's env servers and :func:`load_enviro
 Scores: the trace's reward is :data:`RETURN_REWARD`, the episode return (the sum of the step
 rewards of envgym's rubric, what ``envgym run`` records as ``total_reward``); each reward
 component's episode sum is a verifiers metric under the component's name, next to ``success``,
-``turns`` and ``invalid_actions``. ``trace.info`` keeps the env id, seed, termination reason
-and the actions played.
+``turns``, ``invalid_actions`` and ``format_errors``; ``trace.info["envgym"]`` keeps the
+termination reason and the actions played (the row's data: the env id, seed and kwargs). A
+failed model call leaves the trace with its error and no return: never a score of zero.
+
+Not envgym's: the token limits and sampling are verifiers' (``--sampling.max-tokens``,
+``--env.agent.max-output-tokens``), and replies go out without stop strings (the last complete
+action block of the whole reply is the action, as envgym parses it).
 
 Loading: verifiers resolves a taskset id to a top-level module (``envgym-verifiers`` ->
 ``envgym_verifiers``). :func:`load_environment` makes that name import this module in-process;
@@ -259,6 +264,7 @@ class EpisodeScore:
     actions: list[str] = field(default_factory=list)
     invalid_actions: int = 0
     format_errors: int = 0
+    success: bool = False
     end: EpisodeEnd | None = None
 
     def add_step(self, action: str, reward: float, info: Mapping[str, Any], format_ok: bool) -> None:
@@ -268,19 +274,21 @@ class EpisodeScore:
             self.reward_components[key] = self.reward_components.get(key, 0.0) + float(value)
         self.invalid_actions += not info.get("action_valid", True)
         self.format_errors += not format_ok
+        self.success = bool(info.get("success", False))
 
     def record(self, trace: Any) -> None:
         """Put the scores on a verifiers trace: the return as the reward, the rest as metrics."""
         trace.record_reward(RETURN_REWARD, self.total_reward, 1.0)
         for key, value in self.reward_components.items():
             trace.record_metric(key, value)
-        trace.record_metric("success", float(self.end is not None and self.end.success))
+        trace.record_metric("success", float(self.success))
         trace.record_metric("turns", float(len(self.actions)))
         trace.record_metric("invalid_actions", float(self.invalid_actions))
         trace.record_metric("format_errors", float(self.format_errors))
         end = self.end
         trace.info["envgym"] = {
-            "termination_reason": str(end.reason) if end is not None else "verifiers_limit",
+            # No end: verifiers cut the exchange (the seat's max_turns or token limits), a harness cut.
+            "termination_reason": str(end.reason) if end is not None else "max_turns",
             "truncated_by": end.truncated_by if end is not None else "verifiers_limit",
             "actions": list(self.actions),
         }
@@ -295,19 +303,22 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
         config = PromptConfig.from_dict(data.prompt_settings)
         # One thread per episode: envs that hold a browser page (Playwright's sync API) must be
         # called from the thread that made them.
-        with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envgym-verifiers") as worker:
-            loop = asyncio.get_running_loop()
+        worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="envgym-verifiers")
+        loop = asyncio.get_running_loop()
 
-            async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
-                return await loop.run_in_executor(worker, lambda: fn(*args, **kwargs))
+        async def call(fn: Any, *args: Any, **kwargs: Any) -> Any:
+            return await loop.run_in_executor(worker, lambda: fn(*args, **kwargs))
 
+        try:
             env = await call(make_env, data.env_id, data.env_kwargs, data.url)
             try:
                 await self._play(task, agents, env, config, call)
             finally:
                 await call(env.close)
+        finally:
+            worker.shutdown(wait=False)  # never block the event loop on a stuck env call
 
-    async def _play(self, task: EnvgymTask, agents: Any, env: Any, config: PromptConfig, call: Any) -> EpisodeScore:
+    async def _play(self, task: EnvgymTask, agents: Any, env: Any, config: PromptConfig, call: Any) -> None:
         data = task.data
         observation, info = await call(env.reset, seed=data.seed)
         conv = Conversation(config, data.env_id, _text(observation), info)
@@ -346,7 +357,6 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
             return
         # The interaction's close ran verifiers' own scoring; envgym's scores go on the trace after it.
         score.record(trace)
-        return score
 
 
 # -- the model -------------------------------------------------------------------------------------

@@ -345,3 +345,18 @@ def test_prime_rls_env_server_plays_rows_sent_over_the_wire(oracle_model: Script
         (t.rewards, t.metrics, t.info["envgym"]) for e in local for t in e.traces
     ]
     assert [e.traces[0].reward for e in wired] == [1.0, 1.0, local[2].traces[0].reward]
+
+
+def test_the_seats_own_turn_limit_cuts_the_episode_as_a_harness_cut() -> None:
+    with FakeOpenAIServer(action=WRONG_ACTION) as server:
+        env = adapter.load_environment(ENV_ID, seeds=[0], agent={"max_turns": 2})
+        (episode,) = play(env, server)
+    (trace,) = episode.traces
+    assert episode.ok and server.request_count == 2
+    assert trace.metrics["turns"] == 2 and trace.metrics["invalid_actions"] == 2
+    assert trace.info["envgym"] == {
+        "termination_reason": "max_turns",
+        "truncated_by": "verifiers_limit",
+        "actions": [WRONG_ACTION, WRONG_ACTION],
+    }
+    assert trace.reward == pytest.approx(trace.metrics["invalid_action_reward"])
