@@ -48,6 +48,7 @@ HEAVY: Mapping[str, str] = {
     "textworld": "textworld",
     "trl": "integrations",  # envgym.integrations.trl
     "datasets": "integrations",  # TRL's datasets (a dependency of trl)
+    "verl": "integrations",  # envgym.integrations.verl builds its agent loop on first use (torch, ray)
 }
 
 

@@ -338,7 +338,6 @@ NO_IMPORTER_NEEDED: dict[str, str] = {
     "envgym.__main__": "`python -m envgym`",
     "envgym.cli.__main__": "`python -m envgym.cli`",
     "envgym.rewards.rubrics": "the older import path of envgym.rubric, kept for users' code",
-    "envgym.integrations.verl": "verl's AgentLoopWorker imports it from the agent-loop YAML's _target_",
 }
 
 

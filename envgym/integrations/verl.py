@@ -23,12 +23,12 @@ is such a loop for any envgym single-agent text id:
 * the episode also ends when the response reaches ``rollout.response_length`` (then truncated,
   scored with the return so far).
 
-Config (the YAML a verl user adds)::
+Config (the YAML a verl user adds; :func:`agent_loop_yaml` writes it)::
 
     # envgym_agent_loops.yaml
     - name: envgym_agent
       _target_: envgym.integrations.verl.EnvgymAgentLoop
-      envgym: {prompt: {show_admissible: true}}        # optional defaults
+      envgym: {"prompt": {"show_admissible": true}}    # optional defaults
 
     # trainer overrides
     actor_rollout_ref.rollout.mode=async
@@ -38,10 +38,14 @@ Config (the YAML a verl user adds)::
     actor_rollout_ref.rollout.agent.default_agent_loop=envgym_agent
 
 and the data files from :func:`dataset_rows` (``agent_name: envgym_agent`` in every row).
+
+Importing this module needs no verl: the class is built from verl's ``AgentLoopBase`` when first
+used (:func:`agent_loop_class`, or the attribute ``EnvgymAgentLoop`` that verl's worker looks up).
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -50,23 +54,54 @@ from uuid import uuid4
 from envgym.errors import ConfigError
 from envgym.integrations.episode import ChatEpisode, EpisodeSettings, check_keys, plain, prompt_messages
 
-try:
-    from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
-except ImportError as err:
-    raise ImportError(
-        f"envgym.integrations.verl needs verl with its own dependencies, and importing verl failed ({err}). "
-        "Install verl as its documentation says (e.g. pip install 'verl[vllm]'); envgym's setup installs "
-        "verl with --no-deps, which does not bring tensordict, hydra-core or codetiming."
-    ) from err
-
-__all__ = ["AGENT_NAME", "EnvgymAgentLoop", "dataset_rows"]
+__all__ = [
+    "AGENT_LOOP_TARGET",
+    "AGENT_NAME",
+    "agent_loop_class",
+    "agent_loop_yaml",
+    "dataset_rows",
+]  # and EnvgymAgentLoop, built on first use
 
 #: The name :class:`EnvgymAgentLoop` is registered under (a row's ``agent_name``).
 AGENT_NAME = "envgym_agent"
+#: What verl's agent-loop YAML names as ``_target_``.
+AGENT_LOOP_TARGET = f"{__name__}.EnvgymAgentLoop"
+
+_loop_class: type | None = None
 
 
-@register(AGENT_NAME)
-class EnvgymAgentLoop(AgentLoopBase):
+def agent_loop_class() -> type:
+    """``EnvgymAgentLoop``: verl's ``AgentLoopBase`` with :class:`_EpisodeLoop`'s methods, registered
+    as ``envgym_agent``. Built on first use (also as ``envgym.integrations.verl.EnvgymAgentLoop``,
+    which is how verl's worker finds it from the YAML), since verl's agent loop imports torch, Ray
+    and verl's own dependencies: :func:`dataset_rows` and :func:`agent_loop_yaml` work without them.
+
+    Raises:
+        ImportError: verl or one of its dependencies is not installed (the message says what to do).
+    """
+    global _loop_class
+    if _loop_class is None:
+        try:
+            from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
+        except ImportError as err:
+            raise ImportError(
+                f"envgym.integrations.verl needs verl with its own dependencies, and importing verl failed ({err}). "
+                "Install verl as its documentation says (e.g. pip install 'verl[vllm]'); envgym's setup installs "
+                "verl with --no-deps, which does not bring tensordict, hydra-core or codetiming."
+            ) from err
+        namespace = {"__module__": __name__, "__qualname__": "EnvgymAgentLoop", "__doc__": _EpisodeLoop.__doc__}
+        namespace["output_class"] = AgentLoopOutput
+        _loop_class = register(AGENT_NAME)(type("EnvgymAgentLoop", (_EpisodeLoop, AgentLoopBase), namespace))
+    return _loop_class
+
+
+def __getattr__(name: str) -> Any:
+    if name == "EnvgymAgentLoop":
+        return agent_loop_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _EpisodeLoop:
     """Plays one envgym episode per dataset row in verl's rollout (see the module docstring).
 
     Args:
@@ -74,6 +109,13 @@ class EnvgymAgentLoop(AgentLoopBase):
             ``extra_info["envgym"]`` wins over them.
         args, kwargs: what verl's ``AgentLoopWorker`` passes every agent loop.
     """
+
+    output_class: Any  # verl's AgentLoopOutput, set when the class is built
+    # Set by verl's AgentLoopBase.__init__:
+    rollout_config: Any
+    tokenizer: Any
+    server_manager: Any
+    loop: Any
 
     def __init__(self, *args: Any, envgym: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,7 +138,7 @@ class EnvgymAgentLoop(AgentLoopBase):
         defaults.setdefault("max_turns", self.max_assistant_turns)
         return EpisodeSettings.from_mapping(row, defaults=defaults)
 
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> Any:
         settings = self.settings(kwargs.get("extra_info"))
         episode = await self.loop.run_in_executor(None, ChatEpisode, settings)
         try:
@@ -104,7 +146,7 @@ class EnvgymAgentLoop(AgentLoopBase):
         finally:
             await self.loop.run_in_executor(None, episode.close)
 
-    async def _play(self, episode: ChatEpisode, sampling_params: dict[str, Any], kwargs: dict) -> AgentLoopOutput:
+    async def _play(self, episode: ChatEpisode, sampling_params: dict[str, Any], kwargs: dict) -> Any:
         system = [m for m in plain(list(kwargs.get("raw_prompt") or [])) if m.get("role") == "system"]
         messages = prompt_messages(system, await self.loop.run_in_executor(None, episode.reset))
         prompt_ids = await self.ct_build_initial_tokens(messages)
@@ -162,7 +204,7 @@ class EnvgymAgentLoop(AgentLoopBase):
             "valid_action_rate": metrics.get("episode/valid_action_rate", 0.0),
         }
         end = episode.end
-        return AgentLoopOutput(
+        return self.output_class(
             prompt_ids=prompt_ids[:initial_prompt_length],
             response_ids=response_ids[: self.response_length],
             response_mask=response_mask[: self.response_length],
@@ -182,6 +224,17 @@ class EnvgymAgentLoop(AgentLoopBase):
                 },
             },
         )
+
+
+def agent_loop_yaml(name: str = AGENT_NAME, **defaults: Any) -> str:
+    """The agent-loop YAML file verl reads (``rollout.agent.agent_loop_config_path``): one entry
+    ``name`` -> :data:`AGENT_LOOP_TARGET`, with default episode settings under ``envgym`` when given
+    (``agent_loop_yaml(env_kwargs={"max_turns": 6})``)."""
+    check_keys(plain(defaults), "agent loop config")
+    text = f"- name: {json.dumps(name)}\n  _target_: {AGENT_LOOP_TARGET}\n"
+    if defaults:
+        text += f"  envgym: {json.dumps(plain(defaults), sort_keys=True)}\n"  # JSON is YAML
+    return text
 
 
 def dataset_rows(

@@ -202,7 +202,51 @@ def _missing(module: str) -> bool:
     return importlib.util.find_spec(module) is None
 
 
-@pytest.mark.skipif(not _missing("tensordict"), reason="verl's dependencies are installed: it imports")
-def test_without_verls_dependencies_the_import_error_names_the_fix() -> None:
+def test_dataset_rows_and_the_agent_loop_yaml_need_no_verl() -> None:
+    from omegaconf import OmegaConf
+
+    from envgym.errors import ConfigError
+    from envgym.integrations import verl as envgym_verl
+
+    rows = envgym_verl.dataset_rows("envgym/Wordle-v0", [4, 9], env_kwargs={"max_turns": 6})
+    assert rows[1] == {
+        "data_source": "envgym/Wordle-v0",
+        "prompt": [{"role": "user", "content": "envgym/Wordle-v0 seed 9"}],
+        "agent_name": "envgym_agent",
+        "extra_info": {
+            "index": 1,
+            "split": "train",
+            "envgym": {"env_id": "envgym/Wordle-v0", "seed": 9, "env_kwargs": {"max_turns": 6}},
+        },
+    }
+    with pytest.raises(ConfigError, match="seed"):
+        envgym_verl.dataset_rows("envgym/Wordle-v0", [True])
+    # The YAML as verl reads it (OmegaConf.load of agent_loop_config_path).
+    [entry] = OmegaConf.create(envgym_verl.agent_loop_yaml(prompt={"show_admissible": False}))
+    assert entry.name == "envgym_agent" and entry._target_ == "envgym.integrations.verl.EnvgymAgentLoop"
+    assert OmegaConf.to_container(entry.envgym) == {"prompt": {"show_admissible": False}}
+    with pytest.raises(ConfigError, match="Did you mean 'env_kwargs'"):
+        envgym_verl.agent_loop_yaml(env_kwarg={})
+
+
+@pytest.mark.skipif(not _missing("tensordict"), reason="verl's dependencies are installed: the class builds")
+def test_without_verls_dependencies_the_agent_loop_says_what_to_install() -> None:
+    from envgym.integrations import verl as envgym_verl
+
     with pytest.raises(ImportError, match="needs verl with its own dependencies.*tensordict"):
-        import envgym.integrations.verl  # noqa: F401
+        envgym_verl.EnvgymAgentLoop  # noqa: B018  (the attribute builds the class)
+
+
+def test_example_smoke_runs() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "verl_agent_loop.py"), "--smoke"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("python -m verl.trainer.main_ppo ")
+    assert "actor_rollout_ref.rollout.agent.default_agent_loop=envgym_agent" in done.stdout
+    assert "6 rows and the agent-loop YAML" in done.stderr

@@ -3,11 +3,12 @@
 Used by ``tests/integrations/test_verl.py`` in a subprocess (it installs import stand-ins for
 verl's missing dependencies, see :mod:`verl_standins`, which must not leak into the test process).
 
-The worker's part, done here: look the loop up in verl's registry by ``agent_name``, construct it
-with the worker's keyword arguments (``trainer_config``, ``server_manager``, ``tokenizer``,
-``processor``, ``dataset_cls``, ``data_config``, ``hf_model_type``) and await
-``run(sampling_params, **row_fields)``. What verl's worker would do with hydra (``instantiate``
-the registry's ``_target_``) is done by importing the ``_target_``. The rollout server is either
+The worker's part, done here: load the agent-loop YAML (``envgym.integrations.verl.agent_loop_yaml``)
+into verl's registry, look the loop up by ``agent_name``, construct it from the entry's
+``_target_`` with the entry's keys and the worker's keyword arguments (``trainer_config``,
+``server_manager``, ``tokenizer``, ``processor``, ``dataset_cls``, ``data_config``,
+``hf_model_type``) and await ``run(sampling_params, **row_fields)``. What verl's worker does with
+hydra (``instantiate`` the ``_target_``) is done by importing the ``_target_``. The rollout server is either
 scripted (replies given as text, tokenized as vLLM returns them: the reply's ids then the
 end-of-turn token) or the tiny test model generating for real.
 
@@ -21,6 +22,8 @@ import asyncio
 import importlib
 import json
 import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 import verl_standins
@@ -32,7 +35,7 @@ from omegaconf import OmegaConf
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, _agent_loop_registry
 from verl.workers.rollout.replica import TokenOutput
 
-import envgym.integrations.verl  # registers envgym_agent in verl's agent-loop registry
+import envgym.integrations.verl
 from envgym import models
 from envgym.errors import EnvgymError
 
@@ -77,7 +80,14 @@ class TinyModelServer:
         return TokenOutput(token_ids=new, log_probs=logprobs)
 
 
-def make_loop(agent_name: str, server: Any, tokenizer: Any, scenario: dict) -> Any:
+def make_loop(agent_name: str, server: Any, tokenizer: Any, scenario: dict, folder: Path) -> Any:
+    """The loop as verl's AgentLoopWorker builds it: the YAML of rollout.agent.agent_loop_config_path
+    loaded into the registry, then the entry's ``_target_`` called with the entry's other keys and
+    the worker's arguments (hydra's ``instantiate``, done here by import)."""
+    path = folder / f"{agent_name}.yaml"
+    path.write_text(envgym.integrations.verl.agent_loop_yaml(agent_name, **scenario.get("envgym", {})))
+    for entry in OmegaConf.load(path):
+        _agent_loop_registry[entry.name] = entry
     config = OmegaConf.create(
         {
             "actor_rollout_ref": {
@@ -93,7 +103,6 @@ def make_loop(agent_name: str, server: Any, tokenizer: Any, scenario: dict) -> A
     entry = dict(_agent_loop_registry[agent_name])
     module, _, name = entry.pop("_target_").rpartition(".")
     cls = getattr(importlib.import_module(module), name)
-    extra = {"envgym": scenario["envgym"]} if "envgym" in scenario else {}
     return cls(
         trainer_config=DictConfigWrap(config),
         server_manager=server,
@@ -102,11 +111,11 @@ def make_loop(agent_name: str, server: Any, tokenizer: Any, scenario: dict) -> A
         dataset_cls=None,
         data_config=DictConfigWrap(config.data),
         hf_model_type="llama",
-        **extra,
+        **entry,
     )
 
 
-async def play(scenario: dict, model: Any, tokenizer: Any) -> dict:
+async def play(scenario: dict, model: Any, tokenizer: Any, folder: Path) -> dict:
     if "dataset_row" in scenario:  # the row as envgym.integrations.verl.dataset_rows writes it
         env_id, seed = scenario["dataset_row"]
         row = envgym.integrations.verl.dataset_rows(env_id, [seed])[0]
@@ -116,8 +125,10 @@ async def play(scenario: dict, model: Any, tokenizer: Any) -> dict:
         server: Any = TinyModelServer(model, tokenizer, scenario["tiny"])
     else:
         server = ScriptedServer(tokenizer, scenario["replies"])
-    loop = make_loop(row.get("agent_name", "envgym_agent"), server, tokenizer, scenario)
-    fields = {**row, "raw_prompt": row["prompt"]}
+    agent_name = f"envgym_{scenario['name']}" if "envgym" in scenario else row.get("agent_name", "envgym_agent")
+    loop = make_loop(agent_name, server, tokenizer, scenario, folder)
+    # verl's worker takes agent_name out of the row's fields and passes the rest, raw_prompt among them.
+    fields = {k: v for k, v in row.items() if k != "agent_name"} | {"raw_prompt": row["prompt"]}
     try:
         output = await loop.run({"temperature": 0.0}, **fields)
     except EnvgymError as err:  # the test asserts on the error
@@ -150,7 +161,8 @@ async def play(scenario: dict, model: Any, tokenizer: Any) -> dict:
 def main() -> int:
     request = json.load(sys.stdin)
     model, tokenizer = models.tiny_causal_lm(seed=0)
-    results = {s["name"]: asyncio.run(play(s, model, tokenizer)) for s in request["scenarios"]}
+    with tempfile.TemporaryDirectory() as folder:
+        results = {s["name"]: asyncio.run(play(s, model, tokenizer, Path(folder))) for s in request["scenarios"]}
     json.dump({"standins": STANDINS, "results": results}, sys.stdout)
     return 0
 
