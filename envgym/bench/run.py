@@ -289,6 +289,7 @@ def run_suite(
     out: str | os.PathLike[str] | None = None,
     num_envs: int | None = None,
     backend: str = "inproc",
+    url: str | None = None,
     workers: int = 1,
     mode: str = "lockstep",
     max_retries: int = 2,
@@ -310,7 +311,7 @@ def run_suite(
         agent_options: keyword arguments for the agent (``temperature``, ``max_new_tokens``...).
         trials: episodes per seed (K); default the suite's ``defaults.trials``.
         out: the run folder; default :func:`default_out`. An existing bench run folder resumes.
-        num_envs, backend, workers, mode, max_retries, *_timeout_s: harness settings
+        num_envs, backend, url, workers, mode, max_retries, *_timeout_s: harness settings
             (:class:`envgym.rollout.RunConfig`); they may change between sessions of a run.
         agent_object: an agent object to use instead of building one from ``agent`` (``agent``
             is still what the run records).
@@ -344,6 +345,7 @@ def run_suite(
     harness: dict[str, Any] = {
         "num_envs": num_envs,
         "backend": backend,
+        "url": url,
         "workers": workers,
         "mode": mode,
         "max_retries": max_retries,

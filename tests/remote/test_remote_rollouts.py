@@ -132,3 +132,36 @@ def test_the_cli_runs_on_a_server(server: Server, tmp_path: Path) -> None:
     assert config["backend"] == "remote" and config["url"] == server.url
     unknown = CliRunner().invoke(app, ["run", "envgym/Wordel-v0", "--backend", "remote", "--url", server.url])
     assert unknown.exit_code == 2 and "Did you mean 'envgym/Wordle-v0'" in unknown.output
+
+
+SUITE = """\
+name: remote
+version: 1
+description: Two Sokoban entries, played on a server.
+defaults: {episodes: 2, seed: 0, split: test, max_turns: 6, trials: 1}
+metrics: [success_rate, mean_reward, mean_turns]
+entries:
+  - {name: sokoban-easy, env: envgym/Sokoban-v0, kwargs: {difficulty: easy}}
+  - {name: sokoban-small, env: envgym/Sokoban-v0, kwargs: {size: 6}}
+"""
+
+
+def test_a_bench_run_on_a_server_scores_as_in_process(server: Server, tmp_path: Path) -> None:
+    suite = tmp_path / "remote-v1.yaml"
+    suite.write_text(SUITE)
+    args = ["bench", "run", str(suite), "--agent", "random", "--json", "--no-progress"]
+    local = CliRunner().invoke(app, [*args, "-o", str(tmp_path / "local")])
+    served = CliRunner().invoke(
+        app, [*args, "-o", str(tmp_path / "served"), "--backend", "remote", "--url", server.url]
+    )
+    assert local.exit_code == 0, local.output
+    assert served.exit_code == 0, served.output
+    a, b = json.loads(local.stdout), json.loads(served.stdout)
+    timings = {"wall_time_s", "steps_per_s"}
+    assert {k: v for k, v in b["overall"].items() if k not in timings} == {
+        k: v for k, v in a["overall"].items() if k not in timings
+    }
+    assert b["overall"]["episodes"] == 4
+    entries = sorted((tmp_path / "served" / "entries").iterdir())
+    assert len(entries) == 2
+    assert all(json.loads((e / "config.json").read_text())["backend"] == "remote" for e in entries)
