@@ -490,3 +490,27 @@ def test_gpu_script_quick() -> None:
     assert report["trainer"] == {"skipped": "--no-trainer"}
     bad = run_script("gpu.py", "--quick", "--new-tokens", "0")
     assert bad.returncode == 2 and "--new-tokens must be >= 1" in bad.stderr
+
+
+# ---------------------------------------------------------------- serve.py
+@pytest.mark.slow
+def test_serve_quick_json() -> None:
+    pytest.importorskip("openenv", reason="the OpenEnv comparison needs openenv-core (the integrations extra)")
+    proc = run_script(
+        "serve.py", "--quick", "--json", "--only", "roundtrip", "--only", "sessions", "--only", "openenv", timeout=600
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    rows = {row["id"]: row for row in report["roundtrip"]}
+    assert set(rows) == {"envgym/Wordle-v0", "envgym/Sokoban-v0"}
+    for row in rows.values():
+        assert row["steps"] == 200
+        assert 0 < row["inproc_p50_ms"] <= row["inproc_p99_ms"]
+        assert 0 < row["remote_p50_ms"] <= row["remote_p99_ms"]
+        assert row["overhead_p50_ms"] == pytest.approx(row["remote_p50_ms"] - row["inproc_p50_ms"])
+    sessions = report["sessions"]
+    assert sessions["sessions"] == 8 and sessions["errors"] == 0 and sessions["steps"] > 0
+    assert sessions["idle_kib_per_session"] > 0
+    openenv = report["openenv"]
+    assert openenv["errors"] == 0 and openenv["envgym_steps_per_s"] > 0 and openenv["openenv_steps_per_s"] > 0
+    assert openenv["ratio"] == pytest.approx(openenv["envgym_steps_per_s"] / openenv["openenv_steps_per_s"])
