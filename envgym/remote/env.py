@@ -72,7 +72,7 @@ def _kind(spec: Mapping[str, Any], env_id: str) -> str:
 def _space(value: Any, what: str, env_id: str) -> Space[Any]:
     try:
         return codec.decode_space(value)
-    except codec.CodecError as err:
+    except (codec.CodecError, RecursionError) as err:  # a hostile server's nesting too
         raise RemoteError(f"{env_id}: the server's {what} cannot be rebuilt: {err}", code="PROTOCOL_ERROR") from err
 
 
@@ -211,7 +211,7 @@ def _payload(data: Any, where: str) -> dict[str, Any]:
 def _info(value: Any, where: str) -> dict[str, Any]:
     try:
         return codec.decode_info(value if value is not None else {})
-    except codec.CodecError as err:
+    except (codec.CodecError, RecursionError) as err:
         raise RemoteError(f"{where}: malformed info from the server: {err}", code="PROTOCOL_ERROR") from err
 
 
@@ -297,7 +297,7 @@ class RemoteEnv(_Remote, gymnasium.Env[Any, Any]):
     def _obs(self, value: Any, where: str) -> Any:
         try:
             return codec.decode_obs(value, self.observation_space)
-        except codec.CodecError as err:
+        except (codec.CodecError, RecursionError) as err:
             raise RemoteError(f"{where}: malformed observation from the server: {err}", code="PROTOCOL_ERROR") from err
 
     def __repr__(self) -> str:
@@ -422,7 +422,7 @@ class RemoteParallelEnv(_Remote, ParallelEnv[str, Any, Any]):
             raise RemoteError(f"{where}: expected observations by agent, got {value!r:.200}.", code="PROTOCOL_ERROR")
         try:
             return {a: codec.decode_obs(o, self.observation_spaces.get(a)) for a, o in value.items()}
-        except codec.CodecError as err:
+        except (codec.CodecError, RecursionError) as err:
             raise RemoteError(f"{where}: malformed observation from the server: {err}", code="PROTOCOL_ERROR") from err
 
     def _infos(self, value: Any, where: str) -> dict[str, dict[str, Any]]:

@@ -128,7 +128,7 @@ def fetch_json(url: str, path: str, *, timeout_s: float = DEFAULT_CONNECT_TIMEOU
         raise RemoteError(f"GET {target}: the answer is over {_MAX_HTTP_BYTES} bytes.", code="PROTOCOL_ERROR")
     try:
         return json.loads(body)
-    except ValueError as err:
+    except (ValueError, RecursionError) as err:
         raise RemoteError(f"GET {target}: the answer is not JSON ({err}).", code="PROTOCOL_ERROR") from err
 
 
@@ -281,7 +281,7 @@ class Session:
         try:
             message = json.loads(text)
             kind, data = message["type"], message.get("data")
-        except (ValueError, TypeError, KeyError) as err:
+        except (ValueError, TypeError, KeyError, RecursionError) as err:  # RecursionError: hostile nesting
             self._lose()
             raise RemoteError(
                 f"{where}: the server sent a frame that is not a message: {text!r:.200}.",
@@ -347,7 +347,7 @@ def wire_number(value: Any, where: str) -> float:
         if isinstance(number, bool) or not isinstance(number, (int, float)):
             raise TypeError(f"not a number: {value!r:.80}")
         return float(number)
-    except (codec.CodecError, TypeError) as err:
+    except (codec.CodecError, TypeError, RecursionError) as err:
         raise RemoteError(f"{where}: malformed reward from the server ({err}).", code="PROTOCOL_ERROR") from err
 
 

@@ -155,7 +155,7 @@ class ServedPool(EnvPool):
                 data = session.receive("observation", f"{kind} {env_id} (slot {r.slot})")
                 env_s = time.perf_counter() - t0
                 results[i] = _result(data, kind, env_s)
-            except (RemoteError, codec.CodecError) as err:
+            except (RemoteError, codec.CodecError, RecursionError) as err:
                 results[i] = self._failure(r.slot, err)
                 continue
             if r.want_frame and self.envs[self._kinds[r.slot]][1].get("render_mode") == "rgb_array":
