@@ -81,6 +81,7 @@ def test_sigterm_stops_it_cleanly(served: tuple[subprocess.Popen[str], str, list
     assert "stopped: every session closed." in process.stderr.read()
 
 
+@pytest.mark.slow  # a second server process and a browser launch
 def test_sigint_stops_it_and_closes_a_browser_env() -> None:
     process, url, _ = _start("envgym/MiniWoB-click-button-v0")
     port = int(url.rsplit(":", 1)[1])

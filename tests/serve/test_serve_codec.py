@@ -180,7 +180,18 @@ def _first_per_entry_point() -> list[envgym.EnvSpec]:
     return list(seen.values())
 
 
-@pytest.mark.parametrize("spec", _first_per_entry_point(), ids=lambda s: f"{s.kind}:{s.id}")
+#: Families whose first build takes seconds (an external engine loads): marked slow, started first.
+SLOW_FAMILIES = {"driving", "textworld"}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        pytest.param(s, marks=[pytest.mark.slow] if s.family in SLOW_FAMILIES or "TextWorld" in s.id else [])
+        for s in _first_per_entry_point()
+    ],
+    ids=lambda s: f"{s.kind}:{s.id}",
+)
 def test_registered_env_spaces_round_trip(spec: envgym.EnvSpec) -> None:
     try:
         if spec.kind == "gymnasium":
