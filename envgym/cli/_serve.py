@@ -116,6 +116,12 @@ def serve_command(
             "(browsers, sandboxes, containers run on this machine). Use 127.0.0.1 unless you mean it.",
             soft_wrap=True,
         )
+        if not lock_kwargs:
+            console.print(
+                "[bold yellow]warning:[/] clients' env_kwargs reach the envs' constructors: add --lock-kwargs "
+                "to build them only with --kwargs.",
+                soft_wrap=True,
+            )
 
     def ready(running: Server) -> None:
         for env_id in running.env_ids:
