@@ -27,7 +27,9 @@ Any Parallel env with text observations and actions keeping envgym's per-agent c
 * **Failures.** An infrastructure failure of any agent or of the environment restarts the whole
   episode (``max_retries``); after that every agent's record carries the reason and is unscored.
 
-Environments run in this process, in lock-step (``backend="inproc"``, ``mode="lockstep"``).
+Environments run in this process, in lock-step (``backend="inproc"``, ``mode="lockstep"``), or in
+an ``envgym serve`` server (``backend="remote"``, one :class:`~envgym.remote.RemoteParallelEnv` per
+episode).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from envgym import registration
 from envgym._clock import utc_timestamp
 from envgym.core import INFO_KEYS, TerminationReason
 from envgym.errors import ConfigError, StopRun, suggest
+from envgym.remote import make as remote_make
 from envgym.rollout.agent import Agent, AgentInput
 from envgym.rollout.config import MAX_DEFAULT_ENVS
 from envgym.rollout.ending import split_timed_out
@@ -264,6 +267,9 @@ class ParallelPlay:
                 },
             )
             seats[agent_id] = _Seat(agent_id, traj, self.policy(agent_id), session.turn_limit(index))
+        cfg = self.config
+        if cfg.backend == "remote":  # the env lives in an envgym serve server (a RemoteParallelEnv)
+            return _Episode(index, remote_make(cfg.url, env_id, **kwargs), seats)
         return _Episode(index, registration.make_parallel(env_id, **kwargs), seats)
 
     def _start(self, episode: _Episode) -> None:
@@ -498,10 +504,11 @@ def run_parallel(
     """:meth:`Runner.run` for Parallel env ids: play the session's tasks not yet recorded; return
     every record (in index order) and the summary."""
     cfg = session.config
-    if cfg.backend != "inproc" or cfg.mode != "lockstep":
+    if cfg.backend not in ("inproc", "remote") or cfg.mode != "lockstep":
         raise ConfigError(
-            f"PettingZoo Parallel envs run in this process in lock-step; got backend={cfg.backend!r}, "
-            f"mode={cfg.mode!r}. Use backend='inproc' and mode='lockstep' (--backend inproc --mode lockstep)."
+            f"PettingZoo Parallel envs run in this process (or an envgym serve server) in lock-step; got "
+            f"backend={cfg.backend!r}, mode={cfg.mode!r}. Use backend='inproc' (or 'remote') and mode='lockstep' "
+            "(--backend inproc --mode lockstep)."
         )
     names: set[str] = set()
     for env_id, kwargs in session.kinds:

@@ -23,11 +23,12 @@ from envgym.serve import Server
 
 SOKOBAN = "envgym/Sokoban-v0"
 WORDLE = "envgym/Wordle-v0"
+COOP = "envgym/Coop-TrustDilemma-Text-v0"  # registered both ways: served as a PettingZoo Parallel env
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[Server]:
-    with Server([SOKOBAN, WORDLE]) as live:
+    with Server([SOKOBAN, WORDLE, COOP], kinds={COOP: "parallel"}) as live:
         yield live
 
 
@@ -50,13 +51,15 @@ def _records(trajectories: Sequence[Trajectory], **options: bool) -> list[dict[s
         ("random", {"env_id": SOKOBAN, "episodes": 6, "num_envs": 3, "max_turns": 8}),
         ("oracle", {"env_id": SOKOBAN, "episodes": 2, "mode": "async", "env_kwargs": {"size": 6}}),
         ("oracle", {"env_id": WORDLE, "episodes": 2, "group_size": 2, "max_turns": 3}),
+        ("oracle", {"env_id": COOP, "episodes": 2, "max_turns": 4}),  # one record per agent
     ],
 )
 def test_a_remote_run_records_what_an_inproc_run_records(server: Server, agent: str, settings: dict[str, Any]) -> None:
     local = run(RunConfig(agent=agent, **settings))
     served = run(RunConfig(agent=agent, backend="remote", url=server.url, **settings))
     assert _records(served.trajectories) == _records(local.trajectories)
-    assert served.summary["infra_errors"] == {} and served.summary["episodes"] == settings["episodes"]
+    assert served.summary["infra_errors"] == {} and served.summary["episodes"] == local.summary["episodes"]
+    assert len(served.trajectories) == settings["episodes"] * (2 if settings["env_id"] == COOP else 1)
     assert served.summary["mean_return"] == local.summary["mean_return"]
 
 
