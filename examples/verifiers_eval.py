@@ -2,9 +2,10 @@
 
 envgym's verifiers plugin (``envgym.integrations.verifiers``) turns any single-agent envgym id
 into a verifiers environment: one row per seed, the episode played turn by turn, the episode
-return as the reward and each reward component as a metric. This script runs ``vf-eval`` on it
-(through ``python -m envgym.integrations.verifiers``, which makes the plugin importable) against
-an OpenAI-compatible server, then prints one line per episode from the run's ``traces.jsonl``.
+return as the reward and each reward component as a metric. This script runs ``vf-eval``'s own
+entry point on it (through ``envgym.integrations.verifiers.main``, which makes the plugin
+importable; ``python -m envgym.integrations.verifiers`` on the command line) against an
+OpenAI-compatible server, then prints one line per episode from the run's ``traces.jsonl``.
 
     # a model served by vLLM (or any OpenAI-compatible server)
     python examples/verifiers_eval.py --env-id envgym/Wordle-v0 --seeds 0 1 2 \\
@@ -24,9 +25,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -72,10 +73,9 @@ def evaluate(
     env_id: str, seeds: list[int], max_turns: int | None, model: str, base_url: str, api_key_var: str, out: Path
 ) -> list[dict[str, Any]]:
     """Run verifiers' eval on the envgym plugin; returns the episodes of ``traces.jsonl``."""
-    command = [
-        sys.executable,
-        "-m",
-        "envgym.integrations.verifiers",
+    from envgym.integrations import verifiers as envgym_verifiers
+
+    argv = [
         "envgym-verifiers",
         "--env.taskset.env-id",
         env_id,
@@ -95,13 +95,11 @@ def evaluate(
         "envgym",
     ]
     if max_turns is not None:
-        command += ["--env.taskset.max-turns", str(max_turns)]
-    env = {**os.environ}
-    env.setdefault(api_key_var, "EMPTY")
-    proc = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        sys.stderr.write(proc.stderr)
-        raise SystemExit(f"vf-eval failed (exit {proc.returncode})")
+        argv += ["--env.taskset.max-turns", str(max_turns)]
+    os.environ.setdefault(api_key_var, "EMPTY")
+    # vf-eval prints every trace as JSON on stdout; this script prints its own table instead.
+    with contextlib.redirect_stdout(io.StringIO()):
+        envgym_verifiers.main(argv)
     lines = (out / "envgym" / "traces.jsonl").read_text().splitlines()
     return sorted((json.loads(line) for line in lines), key=lambda e: e["task"]["data"]["seed"])
 

@@ -349,14 +349,15 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
                 if score.end is not None:
                     break
                 segment = await interaction.turn(conv.messages()[-1]["content"])
+            if not interaction.trace.errors:
+                # Before the close, so verifiers' own "rollout done" log line shows the return.
+                score.record(interaction.trace)
         trace = interaction.trace
         if not trace.ok:
             # The model call or the harness failed (the error is on the trace): an infrastructure
-            # failure is no score, so the trace gets no return to be trained or ranked on.
+            # failure is no score, so the trace keeps no return to be trained or ranked on.
+            trace.rewards.pop(RETURN_REWARD, None)
             trace.info["envgym"] = {"termination_reason": "error", "actions": list(score.actions)}
-            return
-        # The interaction's close ran verifiers' own scoring; envgym's scores go on the trace after it.
-        score.record(trace)
 
 
 # -- the model -------------------------------------------------------------------------------------
