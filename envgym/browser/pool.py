@@ -39,6 +39,7 @@ __all__ = [
     "release_browser",
     "require_browser",
     "shutdown_browsers",
+    "stop_thread_browsers",
     "take_context",
 ]
 
@@ -283,6 +284,22 @@ def shutdown_browsers() -> None:
             _stop(entry)
         else:
             _terminate(entry)
+    for entry in stale:
+        _stop_expired(entry)
+
+
+def stop_thread_browsers() -> None:
+    """Stop this thread's browsers now, lingering or not: for a thread about to end (a served
+    session's worker), whose browser no later env of the thread can reuse."""
+    me = threading.get_ident()
+    with _LOCK:
+        mine = [key for key in _BROWSERS if key[0] == me]
+        entries = [_BROWSERS.pop(key) for key in mine]
+        stale = _EXPIRED.pop(me, [])
+    for entry in entries:
+        if entry.timer is not None:
+            entry.timer.cancel()
+        _stop(entry)
     for entry in stale:
         _stop_expired(entry)
 

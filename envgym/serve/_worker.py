@@ -4,7 +4,8 @@ Every call to a session's env (make, reset, step, render, close) runs on that se
 thread, one at a time and in order: a slow step then stalls no other session and can be timed
 out, and envs bound to the thread that built them (Playwright's sync API) keep working. A close
 queued behind a step that ran past its time runs when that step returns, on the same thread, so
-it is called exactly once and never concurrently with the step.
+it is called exactly once and never concurrently with the step. When the thread ends, the browser
+it ran (one Chromium per thread, :mod:`envgym.browser.pool`) is stopped at once.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import queue
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from envgym.browser.pool import stop_thread_browsers
 
 __all__ = ["Worker"]
 
@@ -30,7 +33,8 @@ def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
 
 
 class Worker:
-    """A daemon thread running submitted calls in order; ``on_exit`` runs on it after :meth:`stop`.
+    """A daemon thread running submitted calls in order; after :meth:`stop` it stops its browser and
+    runs ``on_exit``.
 
     Daemon, so that a call that never returns cannot keep the process alive once the server is gone.
     """
@@ -75,6 +79,7 @@ class Worker:
                         pass
         finally:
             try:
+                stop_thread_browsers()  # this thread's Chromium, if an env used one: no later env can reuse it
                 if self._on_exit is not None:
                     self._on_exit()
             finally:

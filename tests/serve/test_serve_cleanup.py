@@ -15,6 +15,7 @@ import pytest
 from procs import descendants
 from websockets.sync.client import connect
 
+from envgym.browser import pool
 from envgym.serve import Server
 
 pytestmark = pytest.mark.slow  # a browser launch and sandboxes: seconds each on a busy machine
@@ -42,15 +43,18 @@ def _play(url: str, messages: list[dict], *, wait_last: bool = True) -> list[dic
     return replies
 
 
-def test_browser_sessions_leave_no_chromium() -> None:
+def test_browser_sessions_leave_no_chromium(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a browser would otherwise outlive its env by this long, for the next env of its thread: a
+    # session's thread ends with the session, so its browser must go at once
+    monkeypatch.setattr(pool, "LINGER_S", 600.0)
     before = _mine(b"chrom")
     with Server(["envgym/MiniWoB-click-button-v0"]) as server:
         for seed in range(2):
             replies = _play(server.ws_url(), [{"type": "reset", "data": {"seed": seed}}])
             assert replies[0]["type"] == "observation", replies
             assert _mine(b"chrom") - before, "the env runs no Chromium"
-        _until(lambda: server.active_sessions == 0, "sessions released")
-    _until(lambda: not (_mine(b"chrom") - before), "Chromium of the closed sessions gone")
+            _until(lambda: server.active_sessions == 0, "the session released")
+            _until(lambda: not (_mine(b"chrom") - before), "its Chromium gone", timeout=30)
 
 
 def test_a_sandbox_is_removed_when_its_client_leaves() -> None:
