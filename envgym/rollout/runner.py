@@ -32,6 +32,7 @@ up to ``max_retries`` times; after that the episode is recorded with its reason
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -144,7 +145,23 @@ class Runner:
 
     # -- public -----------------------------------------------------------------------------
     def run(self) -> RunResult:
-        """Play every episode not already recorded in the run folder; return all of them."""
+        """Play every episode not already recorded in the run folder; return all of them.
+
+        With backend ``remote`` and ``url="docker:FAMILY"`` the run plays on a container of
+        FAMILY's image (``envgym image build FAMILY``), started here and removed when it ends."""
+        if self.config.backend != "remote" or not str(self.config.url).startswith("docker:"):
+            return self._run()
+        from envgym.serve.images import served_url
+
+        given = self.config
+        with served_url(str(given.url)) as url:
+            self.config = dataclasses.replace(given, url=url)
+            try:
+                return self._run()
+            finally:
+                self.config = given
+
+    def _run(self) -> RunResult:
         cfg, session = self.config, self.session
         # Unknown ids fail here, before anything loads (asked of the server for backend remote).
         kinds = _kinds(cfg, session.env_ids)
