@@ -50,7 +50,6 @@ def _records(trajectories: Sequence[Trajectory], **options: bool) -> list[dict[s
     [
         ("random", {"env_id": SOKOBAN, "episodes": 6, "num_envs": 3, "max_turns": 8}),
         ("oracle", {"env_id": SOKOBAN, "episodes": 2, "mode": "async", "env_kwargs": {"size": 6}}),
-        ("oracle", {"env_id": WORDLE, "episodes": 2, "group_size": 2, "max_turns": 3}),
         ("oracle", {"env_id": COOP, "episodes": 2, "max_turns": 4}),  # one record per agent
     ],
 )
