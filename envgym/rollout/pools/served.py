@@ -11,6 +11,10 @@ timeout fails the request with ``EnvFailure(worker_lost=True)`` (kind ``"timeout
 else ``"env_error"``); the slot's session is gone, so a later ``step`` without a ``reset`` fails the
 same way, and the runner restarts the episode, which opens a new session. The server's own typed
 errors (``ENV_CRASHED``, ``STEP_TIMEOUT``, ...) become failures with the server's message.
+
+Not served: ``want_sample`` (the env's ``sample_action`` does not travel, so ``sampled_action``
+stays ``None`` and an agent falls back as for an env without one: the random agent still draws
+from ``admissible_actions``), and ``slot_env`` (always ``None``).
 """
 
 from __future__ import annotations
