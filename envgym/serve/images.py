@@ -163,7 +163,8 @@ FAMILIES: dict[str, FamilyImage] = {
     "gui": FamilyImage(
         family="gui",
         extras=("gui",),
-        debian=("chromium", "fonts-dejavu-core"),
+        # libatomic1: Playwright's Node.js driver links it
+        debian=("chromium", "fonts-dejavu-core", "libatomic1"),
         run_options=("--shm-size", "1g"),
         memory="4g",
     ),

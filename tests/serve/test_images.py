@@ -293,3 +293,59 @@ def test_stale_containers_of_dead_owners_are_reaped(swe_image: images.BuildResul
         assert created[:12] not in {c[:12] for c in _labelled()}
     finally:
         subprocess.run(["docker", "rm", "-f", created], capture_output=True, check=False)
+
+
+def test_fetch_has_nothing_to_download_when_the_cache_holds_every_package(swe_image: images.BuildResult) -> None:
+    # the SWE image was just built from the apt cache, so bubblewrap's .deb is there: no network
+    assert images.fetch_debs("swe") == []
+    assert images.fetch_debs("games") == []  # no Debian packages at all
+
+
+@pytest.mark.slow
+def test_the_harness_runs_on_a_family_image(swe_image: images.BuildResult) -> None:
+    from envgym.rollout import RunConfig, run
+
+    before = _labelled()
+    served = run(
+        RunConfig(env_id="envgym/SWE-Tools-v0", agent="oracle", episodes=2, backend="remote", url="docker:swe")
+    )
+    assert _labelled() == before
+    assert served.summary["infra_errors"] == {} and served.summary["success_rate"] == 1.0
+    assert [t.total_reward for t in served.trajectories] == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.slow
+def test_gui_episode_in_a_container_scores_as_in_process() -> None:
+    """Needs the GUI image (Chromium inside: minutes to build, so scripts/setup.sh builds it)."""
+    reason = _docker_ready()
+    if reason or images._image_id("envgym-serve/gui:deps") is None:
+        pytest.skip(
+            reason or "needs the GUI image: envgym image fetch gui && envgym image build gui (scripts/setup.sh)"
+        )
+    from envgym.agents.solvers.miniwob import Solver
+
+    import envgym
+    import envgym.remote
+
+    env_id = "envgym/MiniWoB-click-checkboxes-v0"
+
+    def play(env) -> tuple[float, int, dict]:
+        obs, info = env.reset(seed=5)
+        policy, total, steps = Solver(env_id, seed=5), 0.0, 0
+        while True:
+            obs, reward, terminated, truncated, info = env.step(policy.act(obs, info))
+            total, steps = total + reward, steps + 1
+            if terminated or truncated:
+                return total, steps, dict(info["reward_components"])
+
+    images.build("gui")
+    before = set(images.containers("gui"))
+    with images.running("gui", serve_args=[env_id]) as url, envgym.remote.make(url, env_id) as env:
+        remote = play(env)
+    assert set(images.containers("gui")) == before
+    local_env = envgym.make(env_id)
+    try:
+        local = play(local_env)
+    finally:
+        local_env.close()
+    assert remote == local and remote[0] > 0
