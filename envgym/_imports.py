@@ -49,6 +49,7 @@ HEAVY: Mapping[str, str] = {
     "trl": "integrations",  # envgym.integrations.trl
     "datasets": "integrations",  # TRL's datasets (a dependency of trl)
     "verl": "integrations",  # envgym.integrations.verl builds its agent loop on first use (torch, ray)
+    "openenv": "integrations",  # openenv-core imports gradio at load (5-7 s): envgym.integrations.openenv
 }
 
 

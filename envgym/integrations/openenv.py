@@ -41,6 +41,7 @@ baseline of ``envgym serve``).
 
 from __future__ import annotations
 
+import argparse
 import functools
 import json
 import logging
@@ -57,8 +58,11 @@ from typing import Any, ClassVar, Self
 
 import gymnasium as gym
 
+from envgym._imports import optional
 from envgym.core import INFO_KEYS, TerminationReason
-from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, MissingDependencyError, ResetNeededError
+from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, ResetNeededError, suggest
+from envgym.registration import make, spec
+from envgym.serve.codec import CodecError, decode_info, encode_info, encode_obs
 from envgym.spaces import MAX_TEXT_LENGTH, Text
 
 __all__ = ["OpenEnvEnv", "OpenEnvError", "OpenEnvServer", "openenv_app", "serve_with_openenv"]
@@ -77,13 +81,6 @@ class OpenEnvError(EnvgymError, ConnectionError):
     infrastructure failure, which the harness retries and reports apart from the score."""
 
 
-def _require_openenv(purpose: str) -> None:
-    try:
-        import openenv.core  # noqa: F401  (openenv-core imports gradio: seconds, so only here)
-    except ImportError as err:
-        raise MissingDependencyError("openenv-core", "integrations", purpose) from err
-
-
 def _http_url(url: str) -> str:
     base = url.rstrip("/")
     for ws, http in (("ws://", "http://"), ("wss://", "https://")):
@@ -97,10 +94,20 @@ def _as_text(value: Any) -> str:
     return text[:MAX_TEXT_LENGTH]
 
 
-class OpenEnvEnv(gym.Env[str, str]):
-    """An OpenEnv environment served at ``url``, as an envgym text env (id ``openenv:<url>``).
+def _reward(value: Any, url: str) -> float:
+    """OpenEnv's reward as a float (``None``: 0.0); a non-number or a non-finite one is the
+    server's failure, never a score."""
+    if value is None:
+        return 0.0
+    if not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise OpenEnvError(f"the OpenEnv server at {url} sent the reward {value!r:.80}; expected a finite number.")
+    return float(value)
 
-    Observation: text (see the module docstring for the mapping). Actions: text, sent as
+
+class OpenEnvEnv(gym.Env[str, str]):
+    """An environment on an OpenEnv server, played over OpenEnv's WebSocket protocol.
+
+    The env of the id ``openenv:<url>``. Observation: text (see the module docstring for the mapping). Actions: text, sent as
     ``{action_field: text}`` or, with ``json_actions``, as the JSON object the text holds.
     Reward components: the observation's ``reward_components`` field, else ``{"reward": r}``.
     Episode end: the server's ``done`` (terminated), or ``max_turns`` steps (truncated).
@@ -166,7 +173,9 @@ class OpenEnvEnv(gym.Env[str, str]):
             raise InvalidKwargsError(f"success_threshold must be a finite number or None, got {success_threshold!r}.")
         if json_actions and action_field is not None:
             raise InvalidKwargsError("give either action_field or json_actions=True, not both.")
-        _require_openenv("openenv:<url> environments")
+        if not isinstance(split, str) or not split:
+            raise InvalidKwargsError(f"split must be a split name such as 'test', got {split!r}.")
+        optional("openenv.core", purpose="openenv:<url> environments")
         self.url = url.rstrip("/")
         self.observation_field = observation_field
         self.json_actions = bool(json_actions)
@@ -224,8 +233,6 @@ class OpenEnvEnv(gym.Env[str, str]):
             if not isinstance(given, str) or not given:
                 raise InvalidKwargsError(f"action_field must be a field name, got {given!r}.")
             if fields and given not in fields:
-                from envgym.errors import suggest
-
                 raise InvalidKwargsError(
                     f"the OpenEnv server at {self.url} has no action field {given!r}.{suggest(given, fields)} "
                     f"Its action fields: {', '.join(fields)}."
@@ -329,7 +336,7 @@ class OpenEnvEnv(gym.Env[str, str]):
             terminated, truncated, reward = False, False, 0.0
         else:
             obs, info, terminated, truncated = self._translate(result)
-            reward = float(result.reward) if isinstance(result.reward, (int, float)) else 0.0
+            reward = _reward(result.reward, self.url)
             self._obs = obs
         if not (terminated or truncated) and self.max_turns is not None and self._turn >= self.max_turns:
             truncated = True
@@ -368,12 +375,10 @@ class OpenEnvEnv(gym.Env[str, str]):
     def _translate(self, result: Any) -> tuple[str, dict[str, Any], bool, bool]:
         """``(text, info, terminated, truncated)`` of an OpenEnv ``StepResult``."""
         observation = result.observation if isinstance(result.observation, dict) else {}
-        reward = float(result.reward) if isinstance(result.reward, (int, float)) else 0.0
+        reward = _reward(result.reward, self.url)
         done = bool(result.done)
         served = observation.get("info")
         if isinstance(served, dict) and "obs" in observation:  # an envgym env (openenv_app, envgym serve)
-            from envgym.serve.codec import CodecError, decode_info
-
             try:
                 served = decode_info(served)  # arrays and non-finite floats back as they were
             except CodecError:
@@ -395,7 +400,10 @@ class OpenEnvEnv(gym.Env[str, str]):
         components = observation.get("reward_components")
         if not (
             isinstance(components, dict)
-            and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in components.values())
+            and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                for v in components.values()
+            )
         ):
             components = {"reward": reward}
         flag = observation.get("success")
@@ -427,10 +435,8 @@ def _served_classes() -> tuple[type, type, type]:
     on first use: importing openenv-core costs seconds)."""
     from openenv.core.env_server.interfaces import Environment
     from openenv.core.env_server.types import Action, Observation, State
-    from pydantic import Field
 
-    from envgym.registration import make
-    from envgym.serve.codec import encode_info, encode_obs
+    Field = optional("pydantic", purpose="openenv_app", extra="integrations").Field
 
     class EnvgymAction(Action):
         """One envgym action: the text the env's ``step`` takes."""
@@ -501,13 +507,11 @@ def openenv_app(env_id: str, *, max_sessions: int = 64, **env_kwargs: Any) -> An
         ConfigError: ``max_sessions`` is not a positive integer, or the env refuses ``env_kwargs``
             (the env is built once here, before anything is served).
     """
-    from envgym.registration import make, spec
-
     if not isinstance(max_sessions, int) or isinstance(max_sessions, bool) or max_sessions < 1:
         raise ConfigError(f"max_sessions must be an integer >= 1, got {max_sessions!r}.")
     if spec(env_id).kind != "gymnasium":
         raise ConfigError(f"{env_id!r} is a multi-agent environment; OpenEnv's server serves single-agent envs.")
-    _require_openenv("openenv_app")
+    optional("openenv.core.env_server.http_server", purpose="openenv_app")
     try:
         make(env_id, **env_kwargs).close()
     except EnvgymError:
@@ -598,8 +602,6 @@ def serve_with_openenv(
 
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m envgym.integrations.openenv ENV_ID --port P``: OpenEnv's server for an envgym env."""
-    import argparse
-
     parser = argparse.ArgumentParser(prog="python -m envgym.integrations.openenv", description=main.__doc__)
     parser.add_argument("env_id")
     parser.add_argument("--host", default="127.0.0.1")

@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 import envgym
 from envgym.cli import app as cli_app
 from envgym.errors import InvalidKwargsError, ResetNeededError, UnknownEnvError
-from envgym.integrations.openenv import OpenEnvEnv, OpenEnvError, openenv_app, serve_with_openenv
+from envgym.integrations.openenv import OpenEnvEnv, OpenEnvError, _reward, openenv_app, serve_with_openenv
 from envgym.rollout import EpisodeTask, RunConfig, Runner
 from envgym.rollout.agent import Agent, AgentOutput
 from envgym.serve import Server
@@ -121,6 +121,13 @@ def test_bad_arguments_fail_before_any_session(echo: LoopbackServer) -> None:
         OpenEnvEnv(echo.url, action_field="message", json_actions=True)
     with pytest.raises(UnknownEnvError):
         envgym.registration.spec("nosuchscheme:http://127.0.0.1:1")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), "1.0", [1]])
+def test_a_reward_that_is_no_finite_number_is_the_servers_failure(value: Any) -> None:
+    with pytest.raises(OpenEnvError, match="expected a finite number"):
+        _reward(value, "http://127.0.0.1:1")
+    assert _reward(None, "http://127.0.0.1:1") == 0.0 and _reward(2, "http://127.0.0.1:1") == 2.0
 
 
 def test_dead_server_is_an_infrastructure_error(echo_dir: Path) -> None:
