@@ -29,8 +29,8 @@ Not envgym's: the token limits and sampling are verifiers' (``--sampling.max-tok
 action block of the whole reply is the action, as envgym parses it).
 
 Loading: verifiers resolves a taskset id to a top-level module (``envgym-verifiers`` ->
-``envgym_verifiers``). :func:`load_environment` makes that name import this module in-process;
-for the ``vf-eval`` command (and prime-rl's env servers, which are other processes) put
+``envgym_verifiers``). importing this module makes that name import it in this process;
+for the ``vf-eval`` command (and prime-rl, whose env servers are other processes) put
 :func:`plugin_dir` on ``PYTHONPATH``, or run ``python -m envgym.integrations.verifiers`` with
 ``vf-eval``'s arguments::
 
@@ -64,7 +64,7 @@ from envgym.rollout.records import json_safe
 try:
     import httpx
     import verifiers.v1 as vf
-    from pydantic import Field, field_validator
+    from pydantic import Field, field_validator, model_validator
     from verifiers.v1.cli.eval.main import main as vf_eval_main
     from verifiers.v1.dialects.chat import message_to_wire
     from verifiers.v1.errors import MODEL_TRANSPORT_ERROR_EXIT_CODE
@@ -142,6 +142,17 @@ class EnvgymTasksetConfig(vf.TasksetConfig):
             repeated = sorted({s for s in seeds if seeds.count(s) > 1})
             raise ValueError(f"seeds must be distinct (a row per seed; repeat rollouts with -r), got {repeated} twice")
         return seeds
+
+    @model_validator(mode="after")
+    def _check_env(self) -> EnvgymTasksetConfig:
+        # Here, so vf-eval shows a bad id or prompt setting as a config error, before any work.
+        if self.env_id and self.url is None:
+            try:
+                check_single_agent(self.env_id)
+            except KeyError as err:  # UnknownEnvError; pydantic reports only ValueError
+                raise ValueError(str(err)) from None
+        self.prompt_config()
+        return self
 
     def row_seeds(self) -> list[int]:
         """The seed of each row, in order."""
@@ -448,7 +459,8 @@ def load_environment(
         UnknownEnvError: ``env_id`` is not registered (with the closest ids).
         ConfigError: ``env_id`` is multi-agent, or a setting is malformed.
     """
-    _register_module_name()
+    if url is None:
+        check_single_agent(env_id)  # UnknownEnvError (with "did you mean") before any config is built
     taskset = {
         "id": TASKSET_ID,
         "env_id": env_id,
@@ -474,7 +486,6 @@ def load_environment(
 def main(argv: Sequence[str] | None = None) -> None:
     """``vf-eval`` with this plugin importable: ``python -m envgym.integrations.verifiers ARGS``
     takes ``vf-eval``'s own arguments (``envgym-verifiers --env.taskset.env-id ... -m MODEL ...``)."""
-    _register_module_name()
     vf_eval_main(list(sys.argv[1:] if argv is None else argv))
 
 
@@ -519,6 +530,9 @@ def _text(observation: Any) -> str:
         )
     return observation
 
+
+# Importing this module is enough for verifiers to load the plugin by its id in this process.
+_register_module_name()
 
 if __name__ == "__main__":  # pragma: no cover - python -m envgym.integrations.verifiers
     from envgym.integrations.verifiers import main as _main

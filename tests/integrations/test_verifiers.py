@@ -360,3 +360,16 @@ def test_the_seats_own_turn_limit_cuts_the_episode_as_a_harness_cut() -> None:
         "actions": [WRONG_ACTION, WRONG_ACTION],
     }
     assert trace.reward == pytest.approx(trace.metrics["invalid_action_reward"])
+
+
+def test_vf_eval_config_errors_name_the_bad_id() -> None:
+    """What vf-eval validates (its --env block) refuses a bad id with envgym's "did you mean"."""
+    import pydantic
+    import verifiers.v1 as vf
+
+    with pytest.raises(pydantic.ValidationError, match="Did you mean 'envgym/FrozenLake-v0'"):
+        vf.resolve_env_config({"taskset": {"id": adapter.TASKSET_ID, "env_id": "envgym/FrozenLak-v0"}})
+    with pytest.raises(pydantic.ValidationError, match="multi-agent"):
+        vf.resolve_env_config({"taskset": {"id": adapter.TASKSET_ID, "env_id": "envgym/Coop-PublicGoods-Text-v0"}})
+    config = vf.resolve_env_config({"taskset": {"id": adapter.TASKSET_ID, "env_id": ENV_ID}})
+    assert isinstance(config, adapter.EnvgymEnvConfig) and config.agent.runtime.type == "subprocess"
