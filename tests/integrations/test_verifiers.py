@@ -222,13 +222,19 @@ def test_bad_settings_fail_before_any_episode(settings: dict[str, Any], message:
         adapter.load_environment(ENV_ID, **settings)
 
 
-def test_the_plugin_module_is_this_module() -> None:
-    sys.path.insert(0, adapter.plugin_dir())
-    try:
-        import envgym_verifiers
-    finally:
-        sys.path.remove(adapter.plugin_dir())
-    assert envgym_verifiers.EnvgymTaskset is adapter.EnvgymTaskset
+def test_the_plugin_module_exports_this_modules_classes() -> None:
+    """``envgym_verifiers`` (what verifiers imports for the id ``envgym-verifiers``) is the file in
+    plugin_dir() in a fresh process, and this module itself once it is imported."""
+    import importlib.util
+
+    path = Path(adapter.plugin_dir()) / "envgym_verifiers.py"
+    spec = importlib.util.spec_from_file_location("envgym_verifiers_file", path)
+    assert spec is not None and spec.loader is not None
+    shim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(shim)
+    assert shim.__all__ == adapter.__all__
+    assert shim.EnvgymTaskset is adapter.EnvgymTaskset and shim.EnvgymEnv is adapter.EnvgymEnv
+    assert sys.modules["envgym_verifiers"] is adapter
 
 
 @pytest.mark.slow
