@@ -15,6 +15,7 @@ import enum
 import inspect
 import logging
 import math
+import random
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -142,7 +143,7 @@ def _number(value: Any) -> Any:
     return value if math.isfinite(value) else {"__float__": str(value)}
 
 
-_RESET_FIELDS = ("seed", "options", "env_id", "env_kwargs", "episode_id")
+_RESET_FIELDS = ("seed", "options", "env_id", "env_kwargs", "episode_id", "sample")
 
 
 class Session:
@@ -180,6 +181,10 @@ class Session:
         self.seed: int | None = None
         self.done = False
         self._in_episode = False
+        # "sample": true asks for the env's sample_action(rng) in the reply, rng seeded from the
+        # reset seed as envgym's worker pools seed it (so a remote run samples what they sample).
+        self._want_sample = False
+        self._sample_rng: random.Random | None = None
         self.busy = False
         self.closed = False
         self.last_active = time.monotonic()
@@ -274,6 +279,7 @@ class Session:
         self._in_episode = False
         self.done = False
         self.seed = seed
+        self._want_sample, self._sample_rng = data.get("sample") is True, None
         self.episode_id = episode_id or uuid.uuid4().hex
         self.step_count = 0
         reply = await self._call(self._reset_env, seed, options, where="reset")
@@ -286,7 +292,8 @@ class Session:
             raise ServeError(ErrorCode.NOT_RESET, f"step before reset: {why}; send a 'reset' first.")
         served = self._served[self.env_id]
         key = "actions" if served.kind == "parallel" else "action"
-        if set(data) != {key}:
+        self._want_sample = data.get("sample") is True
+        if set(data) - {"sample"} != {key}:
             raise ServeError(
                 ErrorCode.VALIDATION_ERROR,
                 f"a step of {self.env_id} takes {{{key!r}: ...}}, got the field(s) {sorted(data)}.",
@@ -332,13 +339,18 @@ class Session:
             raise _crash(where, err) from None
 
     async def _wait(self, future: asyncio.Future[Any], where: str) -> Any:
+        # One timer on the call's own future (lighter than asyncio.wait_for's wrapper per step): at
+        # the limit the future fails here, and the worker's late result is dropped.
+        timer = asyncio.get_running_loop().call_later(self._step_timeout, _expire, future)
         try:
-            return await asyncio.wait_for(future, self._step_timeout)
-        except TimeoutError:
+            return await future
+        except _Expired:
             raise ServeError(
                 ErrorCode.STEP_TIMEOUT,
                 f"{where} ran past the server's limit of {self._step_timeout:g} s: the session is closed.",
             ) from None
+        finally:
+            timer.cancel()
 
     def _reset_env(self, env: Any, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any]:
         served = self._served[self.env_id]
@@ -346,7 +358,7 @@ class Session:
             obs, infos = env.reset(seed=seed, options=options)
             return self._joint_reply(env, obs, {a: None for a in obs}, {}, {}, infos, reset=True)
         obs, info = env.reset(seed=seed, options=options)
-        return self._reply(obs, None, False, False, info)
+        return self._sampled(env, self._reply(obs, None, False, False, info))
 
     def _step_env(self, env: Any, action: Any) -> dict[str, Any]:
         self.step_count += 1
@@ -354,7 +366,19 @@ class Session:
             obs, rewards, terminations, truncations, infos = env.step(action)
             return self._joint_reply(env, obs, rewards, terminations, truncations, infos, reset=False)
         obs, reward, terminated, truncated, info = env.step(action)
-        return self._reply(obs, reward, bool(terminated), bool(truncated), info)
+        return self._sampled(env, self._reply(obs, reward, bool(terminated), bool(truncated), info))
+
+    def _sampled(self, env: Any, reply: dict[str, Any]) -> dict[str, Any]:
+        """``reply`` with the ``sampled_action`` a ``"sample": true`` message asked for (single-agent)."""
+        sampler = getattr(env.unwrapped, "sample_action", None)
+        if self._want_sample and sampler is not None and not reply["data"]["done"]:
+            if self._sample_rng is None:
+                self._sample_rng = random.Random(None if self.seed is None else f"envgym.pool.sample:{self.seed}")
+            try:
+                reply["data"]["observation"]["sampled_action"] = str(sampler(self._sample_rng))
+            except Exception:  # a failed sample costs the sample only
+                log.warning("%s: sample_action raised; no sampled action this turn", self.env_id, exc_info=True)
+        return reply
 
     def _render_env(self, env: Any) -> dict[str, Any]:
         return {"type": "render", "data": {"render": encode_obs(env.render())}}
@@ -482,6 +506,15 @@ class Session:
 
 
 _TYPES = ("reset", "step", "state", "render", "close")
+
+
+class _Expired(Exception):
+    """A call ran past the step limit (set on its future by the timer)."""
+
+
+def _expire(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(_Expired())
 
 
 def _close_quietly(env: Any) -> None:
