@@ -62,6 +62,17 @@ def test_a_remote_run_records_what_an_inproc_run_records(server: Server, agent: 
     assert served.summary["mean_return"] == local.summary["mean_return"]
 
 
+def test_sampled_actions_travel_so_a_remote_run_records_what_a_worker_pool_records(server: Server) -> None:
+    # Wordle lists no admissible actions: the random agent plays the env's sample_action, drawn
+    # where the env lives, from the reset seed (worker pools and the server alike).
+    settings = {"env_id": WORDLE, "episodes": 2, "max_turns": 3}
+    pooled = run(RunConfig(agent="random", backend="process", **settings))
+    served = run(RunConfig(agent="random", backend="remote", url=server.url, **settings))
+    assert _records(served.trajectories) == _records(pooled.trajectories)
+    actions = [turn.action for t in served.trajectories for turn in t.turns]
+    assert len(actions) == 6 and all(len(a) == 5 and a.isalpha() for a in actions)  # sampled words, not ""
+
+
 def test_the_served_pool_steps_a_batch_and_fails_slots_without_raising(server: Server) -> None:
     with make_pool(SOKOBAN, {"size": 6}, num_slots=3, backend="remote", url=server.url) as pool:
         assert pool.backend == "remote" and pool.slot_env(0) is None

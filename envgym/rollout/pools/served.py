@@ -12,9 +12,9 @@ else ``"env_error"``); the slot's session is gone, so a later ``step`` without a
 same way, and the runner restarts the episode, which opens a new session. The server's own typed
 errors (``ENV_CRASHED``, ``STEP_TIMEOUT``, ...) become failures with the server's message.
 
-Not served: ``want_sample`` (the env's ``sample_action`` does not travel, so ``sampled_action``
-stays ``None`` and an agent falls back as for an env without one: the random agent still draws
-from ``admissible_actions``), and ``slot_env`` (always ``None``).
+``want_sample`` asks the server for the env's ``sample_action`` (``"sample": true``), drawn with a
+generator seeded from the reset seed as the process and Ray pools seed theirs: a remote run
+samples what they sample. ``slot_env`` is always ``None``.
 """
 
 from __future__ import annotations
@@ -112,6 +112,8 @@ class ServedPool(EnvPool):
                     data["options"] = codec.encode_obs(dict(r.options))
                 if fresh and self._wire_kwargs[r.env]:
                     data["env_kwargs"] = self._wire_kwargs[r.env]
+                if r.want_sample:
+                    data["sample"] = True
                 t0 = time.perf_counter()
                 session.send({"type": "reset", "data": data})
             except (RemoteError, codec.CodecError) as err:
@@ -139,7 +141,8 @@ class ServedPool(EnvPool):
                 action = repr(r.action)  # text envs judge any value an invalid step (as in-process)
             t0 = time.perf_counter()
             try:
-                session.send({"type": "step", "data": {"action": action}})
+                data = {"action": action, "sample": True} if r.want_sample else {"action": action}
+                session.send({"type": "step", "data": data})
             except RemoteError as err:
                 results[i] = self._failure(r.slot, err)
                 continue
@@ -212,10 +215,13 @@ def _result(data: Any, kind: str, env_s: float) -> StepResult:
         raise RemoteError(f"the server's {kind} answer has no observation: {data!r:.200}.", code="PROTOCOL_ERROR")
     observation = codec.decode_obs(payload.get("obs"))
     info = codec.decode_info(payload.get("info") or {})
+    sampled = payload.get("sampled_action")
+    sampled = sampled if isinstance(sampled, str) else None
     if kind == "reset":
-        return StepResult(observation, 0.0, False, False, info, env_s)
+        return StepResult(observation, 0.0, False, False, info, env_s, sampled)
     reward = wire_number(data.get("reward"), kind)
-    return StepResult(observation, reward, bool(payload.get("terminated")), bool(payload.get("truncated")), info, env_s)
+    ended = (bool(payload.get("terminated")), bool(payload.get("truncated")))
+    return StepResult(observation, reward, *ended, info, env_s, sampled)
 
 
 def _frame(session: Session) -> Any:
