@@ -12,7 +12,9 @@ import pytest
 import envgym
 from envgym.serve import Server
 
-openenv_client = pytest.importorskip("openenv.core.generic_client", reason="OpenEnv: pip install 'envgym[integrations]'")
+openenv_client = pytest.importorskip(
+    "openenv.core.generic_client", reason="OpenEnv: pip install 'envgym[integrations]'"
+)
 GenericEnvClient = openenv_client.GenericEnvClient
 
 pytestmark = pytest.mark.slow  # importing OpenEnv (gradio, fastmcp) takes ~8 s of CPU
