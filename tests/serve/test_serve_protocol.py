@@ -399,3 +399,23 @@ def test_locked_kwargs_refuse_client_kwargs() -> None:
     with Server([PROBE_ID], env_kwargs={PROBE_ID: {"size": 6}}, lock_kwargs=True) as running, _open(running) as ws:
         assert "--lock-kwargs" in _error(_ask(ws, {"type": "reset", "data": {"env_kwargs": {"size": 2}}}), "BAD_KWARGS")
         assert _ask(ws, {"type": "reset"})["data"]["observation"]["obs"].startswith("size=6")
+
+
+def test_a_real_parallel_registration_plays_as_in_process() -> None:
+    import envgym
+
+    coop = "envgym/Coop-GiftExchange-v0"  # registered as single-agent and as Parallel
+    local = envgym.make_parallel(coop)
+    local.reset(seed=1)
+    actions = {"agent_0": np.array([30.0], np.float32), "agent_1": np.array([20.0], np.float32)}
+    _, rewards, *_ = local.step(actions)
+    local.close()
+    with Server([coop], kinds={coop: "parallel"}) as running, _open(running, coop) as ws:
+        assert httpx.get(f"{running.url}/envs", timeout=30).json()["envs"] == [{"id": coop, "kind": "parallel"}]
+        assert _ask(ws, {"type": "reset", "data": {"seed": 1}})["data"]["observation"]["agents"] == [
+            "agent_0",
+            "agent_1",
+        ]
+        wire = {agent: encode_action(action) for agent, action in actions.items()}
+        reply = _ask(ws, {"type": "step", "data": {"actions": wire}})["data"]["observation"]
+        assert reply["rewards"] == pytest.approx({a: float(r) for a, r in rewards.items()}, abs=0)
