@@ -155,11 +155,11 @@ class Runner:
 
         given = self.config
         with served_url(str(given.url)) as url:
-            self.config = dataclasses.replace(given, url=url)
+            self.config = self.session.config = dataclasses.replace(given, url=url)
             try:
                 return self._run()
             finally:
-                self.config = given
+                self.config = self.session.config = given
 
     def _run(self) -> RunResult:
         cfg, session = self.config, self.session
