@@ -379,3 +379,22 @@ def test_vf_eval_config_errors_name_the_bad_id() -> None:
         vf.resolve_env_config({"taskset": {"id": adapter.TASKSET_ID, "env_id": "envgym/Coop-PublicGoods-Text-v0"}})
     config = vf.resolve_env_config({"taskset": {"id": adapter.TASKSET_ID, "env_id": ENV_ID}})
     assert isinstance(config, adapter.EnvgymEnvConfig) and config.agent.runtime.type == "subprocess"
+
+
+@pytest.mark.parametrize("env_id", ["envgym/TicTacToe-v0", "envgym/Household-Easy-v0", "envgym/Service-Retail-v0"])
+def test_other_families_score_as_envgyms_harness(env_id: str) -> None:
+    """A game against the built-in opponent, a text world, a simulated customer: the oracle's
+    moves through verifiers score what envgym's harness scores for the same replies."""
+    oracle = run(RunConfig(agent="oracle", tasks=tasks_for(env_id, [0])))
+    (planned,) = oracle.trajectories
+    model = ScriptedModel({first_user_message(env_id, 0): [turn.action for turn in planned.turns]})
+    with FakeOpenAIServer(action=model) as server:
+        (episode,) = play(adapter.load_environment(env_id, seeds=[0], max_turns=30), server)
+        (harness,) = run(
+            RunConfig(agent=f"openai:fake-model@{server.url}", tasks=tasks_for(env_id, [0]), max_turns=30)
+        ).trajectories
+    (trace,) = episode.traces
+    assert episode.ok and harness.success and trace.metrics["success"] == 1.0
+    assert trace.reward == pytest.approx(harness.total_reward, abs=1e-12) == planned.total_reward
+    assert {k: trace.metrics[k] for k in harness.reward_components} == pytest.approx(harness.reward_components)
+    assert trace.info["envgym"]["actions"] == [turn.action for turn in harness.turns]
