@@ -94,6 +94,14 @@ def _as_text(value: Any) -> str:
     return text[:MAX_TEXT_LENGTH]
 
 
+def _fields(schema: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The properties of a JSON schema, each a mapping (a server's malformed schema gives none)."""
+    properties = schema.get("properties")
+    if not isinstance(properties, dict):
+        return {}
+    return {str(name): value if isinstance(value, dict) else {} for name, value in properties.items()}
+
+
 def _reward(value: Any, url: str) -> float:
     """OpenEnv's reward as a float (``None``: 0.0); a non-number or a non-finite one is the
     server's failure, never a score."""
@@ -107,8 +115,9 @@ def _reward(value: Any, url: str) -> float:
 class OpenEnvEnv(gym.Env[str, str]):
     """An environment on an OpenEnv server, played over OpenEnv's WebSocket protocol.
 
-    The env of the id ``openenv:<url>``. Observation: text (see the module docstring for the mapping). Actions: text, sent as
-    ``{action_field: text}`` or, with ``json_actions``, as the JSON object the text holds.
+    The env of the id ``openenv:<url>``. Observation: text (the module docstring gives the
+    mapping). Actions: text, sent as ``{action_field: text}`` or, with ``json_actions``, as the
+    JSON object the text holds.
     Reward components: the observation's ``reward_components`` field, else ``{"reward": r}``.
     Episode end: the server's ``done`` (terminated), or ``max_turns`` steps (truncated).
 
@@ -173,6 +182,8 @@ class OpenEnvEnv(gym.Env[str, str]):
             raise InvalidKwargsError(f"success_threshold must be a finite number or None, got {success_threshold!r}.")
         if json_actions and action_field is not None:
             raise InvalidKwargsError("give either action_field or json_actions=True, not both.")
+        if observation_field is not None and (not isinstance(observation_field, str) or not observation_field):
+            raise InvalidKwargsError(f"observation_field must be a field name or None, got {observation_field!r}.")
         if not isinstance(split, str) or not split:
             raise InvalidKwargsError(f"split must be a split name such as 'test', got {split!r}.")
         optional("openenv.core", purpose="openenv:<url> environments")
@@ -187,10 +198,8 @@ class OpenEnvEnv(gym.Env[str, str]):
         self.observation_space = Text(MAX_TEXT_LENGTH)
         self.action_space = Text(MAX_TEXT_LENGTH)
         schema = self._action_schema()
-        self.action_field = action_field if json_actions or action_field is not None else None
-        if not json_actions:
-            self.action_field = self._pick_action_field(action_field, schema)
-        enum = (schema.get("properties") or {}).get(self.action_field or "", {}).get("enum")
+        self.action_field = None if json_actions else self._pick_action_field(action_field, schema)
+        enum = _fields(schema).get(self.action_field or "", {}).get("enum")
         self.admissible = (
             list(admissible_actions)
             if admissible_actions is not None
@@ -200,7 +209,6 @@ class OpenEnvEnv(gym.Env[str, str]):
         )
         self._client: Any = None
         self._seed: int | None = None
-        self._episode = 0
         self._turn = 0
         self._invalid = 0
         self._done = True
@@ -228,7 +236,7 @@ class OpenEnvEnv(gym.Env[str, str]):
         return action if isinstance(action, dict) else {}
 
     def _pick_action_field(self, given: str | None, schema: Mapping[str, Any]) -> str:
-        fields = [name for name in (schema.get("properties") or {}) if name != "metadata"]
+        fields = [name for name in _fields(schema) if name != "metadata"]
         if given is not None:
             if not isinstance(given, str) or not given:
                 raise InvalidKwargsError(f"action_field must be a field name, got {given!r}.")
@@ -238,7 +246,8 @@ class OpenEnvEnv(gym.Env[str, str]):
                     f"Its action fields: {', '.join(fields)}."
                 )
             return given
-        required = [name for name in schema.get("required") or () if name != "metadata"]
+        listed_required = schema.get("required")
+        required = [n for n in listed_required if n in fields] if isinstance(listed_required, list) else []
         candidates = required if required else fields
         if len(candidates) != 1:
             listed = ", ".join(fields) or "none (GET /schema gave no action schema)"
@@ -306,7 +315,6 @@ class OpenEnvEnv(gym.Env[str, str]):
             fields["seed"] = int(seed)
         result = self._call("reset", **fields)
         self._seed = seed
-        self._episode += 1
         self._turn = 0
         self._invalid = 0
         self._done = False
