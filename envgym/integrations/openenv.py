@@ -197,6 +197,7 @@ class OpenEnvEnv(gym.Env[str, str]):
         self.message_timeout_s = float(message_timeout_s)
         self.observation_space = Text(MAX_TEXT_LENGTH)
         self.action_space = Text(MAX_TEXT_LENGTH)
+        self._given_field = action_field is not None
         schema = self._action_schema()
         self.action_field = None if json_actions else self._pick_action_field(action_field, schema)
         enum = _fields(schema).get(self.action_field or "", {}).get("enum")
@@ -224,8 +225,8 @@ class OpenEnvEnv(gym.Env[str, str]):
             with urllib.request.urlopen(address, timeout=self.connect_timeout_s) as response:
                 body = response.read(1 << 20)
         except urllib.error.HTTPError as err:
-            if err.code == 404:
-                return {}
+            if err.code == 404 or self.json_actions or self._given_field:
+                return {}  # reachable, without a schema: the caller named how actions are sent
             raise OpenEnvError(f"the OpenEnv server at {self.url} answered GET /schema with HTTP {err.code}.") from err
         except (OSError, ValueError) as err:
             raise OpenEnvError(f"cannot reach the OpenEnv server at {self.url}: {err}") from err

@@ -12,6 +12,7 @@ import json
 import socket
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -128,6 +129,38 @@ def test_a_reward_that_is_no_finite_number_is_the_servers_failure(value: Any) ->
     with pytest.raises(OpenEnvError, match="expected a finite number"):
         _reward(value, "http://127.0.0.1:1")
     assert _reward(None, "http://127.0.0.1:1") == 0.0 and _reward(2, "http://127.0.0.1:1") == 2.0
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        '{"type": "observation", "data": {"observation": {}, "reward": NaN, "done": false}}',
+        '{"type": "observation", "data": "not a mapping"}',
+        "not json at all",
+        '{"type": "error", "data": {"message": "boom", "code": "EXECUTION_ERROR"}}',
+    ],
+    ids=["nan-reward", "data-not-mapping", "not-json", "server-error"],
+)
+def test_a_hostile_server_frame_is_an_infrastructure_error(frame: str) -> None:
+    """A server that is no OpenEnv server (a raw WebSocket one answering every message with
+    ``frame``): the env raises OpenEnvError (retried by the harness), never a crash or a score."""
+    from websockets.sync.server import serve
+
+    def handler(connection: Any) -> None:
+        for _ in connection:
+            connection.send(frame)
+
+    with serve(handler, "127.0.0.1", 0) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        env = OpenEnvEnv(f"http://127.0.0.1:{server.socket.getsockname()[1]}", json_actions=True)
+        try:
+            with pytest.raises(OpenEnvError):
+                env.reset(seed=0)
+        finally:
+            env.close()
+            server.shutdown()
+            thread.join(10)
 
 
 def test_dead_server_is_an_infrastructure_error(echo_dir: Path) -> None:
