@@ -25,8 +25,9 @@ termination reason and the actions played (the row's data: the env id, seed and 
 failed model call leaves the trace with its error and no return: never a score of zero.
 
 Not envgym's: the token limits and sampling are verifiers' (``--sampling.max-tokens``,
-``--env.agent.max-output-tokens``), and replies go out without stop strings (the last complete
-action block of the whole reply is the action, as envgym parses it).
+``--env.agent.max-output-tokens``), and the model is sent no stop strings, so its whole reply
+stays in verifiers' transcript; the action is read from the reply cut at the first ``</action>``
+(:func:`cut_at_stop`), the action envgym's harness would take from a server that stops there.
 
 Loading: verifiers resolves a taskset id to a top-level module (``envgym-verifiers`` ->
 ``envgym_verifiers``). importing this module makes that name import it in this process;
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -82,6 +84,7 @@ __all__ = [
     "EnvgymTask",
     "EnvgymTaskset",
     "EnvgymTasksetConfig",
+    "cut_at_stop",
     "load_environment",
     "main",
     "plugin_dir",
@@ -343,7 +346,7 @@ class EnvgymEnv(vf.Env[EnvgymEnvConfig]):
         async with agents.agent.interaction(task) as interaction:
             segment = await interaction.turn()
             while not segment.terminated:
-                reply = segment.last_reply
+                reply = cut_at_stop(segment.last_reply, conv.stop)
                 parsed = conv.parse(reply)
                 observation, reward, terminated, truncated, info = await call(env.step, parsed.action)
                 score.add_step(parsed.action, reward, info, parsed.format_ok)
@@ -520,6 +523,30 @@ def make_env(env_id: str, kwargs: Mapping[str, Any], url: str | None) -> Any:
     if url is None:
         return envgym.make(env_id, **kwargs)
     return remote.make(url, env_id, **kwargs)
+
+
+_CLOSING_TAG = re.compile(r"</\s*([A-Za-z_][A-Za-z0-9_-]*)\s*>\Z")
+
+
+def cut_at_stop(reply: str, stop: Sequence[str]) -> str:
+    """``reply`` as envgym's harness reads it: its chat agents send the stop strings
+    (``Conversation.stop``, ``</action>``), the server ends the reply at the first one, and the
+    agent puts a closing tag back when it closes an action left open. Here the model was sent no
+    stop strings (verifiers keeps what it wrote), so the reply is cut the same way before parsing:
+    the first action block is the action, as under envgym's harness."""
+    hits = [(index, s) for s in stop if (index := reply.find(s)) >= 0]
+    if not hits:
+        return reply
+    index, matched = min(hits)
+    text = reply[:index]
+    tag = _CLOSING_TAG.match(matched)
+    if tag is not None:
+        name = re.escape(tag[1])
+        opened = [m.end() for m in re.finditer(rf"<\s*{name}\s*>", text, re.IGNORECASE)]
+        closed = [m.end() for m in re.finditer(rf"<\s*/\s*{name}\s*>", text, re.IGNORECASE)]
+        if opened and not (closed and closed[-1] > opened[-1]):
+            text += matched
+    return text
 
 
 def _text(observation: Any) -> str:

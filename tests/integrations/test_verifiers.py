@@ -398,3 +398,32 @@ def test_other_families_score_as_envgyms_harness(env_id: str) -> None:
     assert trace.reward == pytest.approx(harness.total_reward, abs=1e-12) == planned.total_reward
     assert {k: trace.metrics[k] for k in harness.reward_components} == pytest.approx(harness.reward_components)
     assert trace.info["envgym"]["actions"] == [turn.action for turn in harness.turns]
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ("think <action>up</action> and <action>down</action>", "think <action>up</action>"),
+        ("<action>up", "<action>up"),  # no stop string reached: unchanged
+        ("no tags </action> <action>x</action>", "no tags "),  # the stop string closed no open tag
+        ("<ACTION>left</action>", "<ACTION>left</action>"),
+        ("plain text", "plain text"),
+    ],
+)
+def test_cut_at_stop_reads_a_reply_as_a_stopping_server_returns_it(reply: str, expected: str) -> None:
+    assert adapter.cut_at_stop(reply, ("</action>",)) == expected
+    assert adapter.cut_at_stop(reply, ()) == reply
+
+
+def test_the_first_action_block_is_the_action_as_under_envgyms_harness() -> None:
+    """envgym's harness asks the server to stop at ``</action>``, so of a reply with two action
+    blocks it plays the first; verifiers' transcript keeps the whole reply, the env plays the same."""
+    with FakeOpenAIServer(action="down</action> on second thought <action>up") as server:
+        (episode,) = play(adapter.load_environment(ENV_ID, seeds=[0], max_turns=2), server)
+        run(RunConfig(agent=f"openai:fake-model@{server.url}", tasks=tasks_for(ENV_ID, [0]), max_turns=1))
+        harness_request = server.requests[-1]
+    (trace,) = episode.traces
+    assert harness_request["stop"] == ["</action>"]
+    assert trace.info["envgym"]["actions"] == ["down", "down"]
+    assert trace.metrics["format_errors"] == 0
+    assert "on second thought" in trace.branches[-1].messages[-1].content  # the transcript is the model's
