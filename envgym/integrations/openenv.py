@@ -59,7 +59,7 @@ from typing import Any, ClassVar, Self
 import gymnasium as gym
 
 from envgym._imports import optional
-from envgym.core import INFO_KEYS, TerminationReason
+from envgym.core import INFO_KEYS, TerminationReason, check_init_kwargs
 from envgym.errors import ConfigError, EnvgymError, InvalidKwargsError, ResetNeededError, suggest
 from envgym.registration import make, spec
 from envgym.serve.codec import CodecError, decode_info, encode_info, encode_obs
@@ -436,6 +436,10 @@ class OpenEnvEnv(gym.Env[str, str]):
             "invalid_actions": self._invalid,
         }
         return text, info, done, False
+
+
+# a misspelt argument (-k action_fild=...) is a "did you mean" error, as for every envgym env
+check_init_kwargs(OpenEnvEnv, OpenEnvEnv)
 
 
 # -- envgym envs on OpenEnv's server -----------------------------------------------------------------

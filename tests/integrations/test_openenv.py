@@ -118,6 +118,8 @@ def test_bad_arguments_fail_before_any_session(echo: LoopbackServer) -> None:
         OpenEnvEnv(echo.url, action_field="mesage")
     with pytest.raises(InvalidKwargsError, match="starting with http://"):
         envgym.make("openenv:ftp://127.0.0.1:1")
+    with pytest.raises(InvalidKwargsError, match="Did you mean 'action_field'"):
+        envgym.make(f"openenv:{echo.url}", action_fild="message")
     with pytest.raises(InvalidKwargsError, match="not both"):
         OpenEnvEnv(echo.url, action_field="message", json_actions=True)
     with pytest.raises(UnknownEnvError):
