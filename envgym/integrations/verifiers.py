@@ -558,8 +558,10 @@ def _text(observation: Any) -> str:
     return observation
 
 
-# Importing this module is enough for verifiers to load the plugin by its id in this process.
-_register_module_name()
+# Importing this module is enough for verifiers to load the plugin by its id in this process (run
+# as ``python -m``, the ``__main__`` copy leaves the name to the module imported below).
+if __name__ != "__main__":
+    _register_module_name()
 
 if __name__ == "__main__":  # pragma: no cover - python -m envgym.integrations.verifiers
     from envgym.integrations.verifiers import main as _main
