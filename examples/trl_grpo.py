@@ -132,10 +132,12 @@ def teach_tool_calls(
         if actions:
             chosen = list(actions)
         else:
+            # A valid action of the row's first state (envgym's own sampler: a listed action, or
+            # a plausible one where the action set is open, such as Wordle's words).
             probe = envgym.make(row["env_id"], max_turns=1, split=row["split"])
-            _, info = probe.reset(seed=row["seed"])
+            probe.reset(seed=row["seed"])
+            chosen = [probe.unwrapped.sample_action(rng)]
             probe.close()
-            chosen = [rng.choice(info["admissible_actions"] or ["look"])]
         prompt_ids = tokenizer(prompt, add_special_tokens=False).input_ids
         for action in chosen:
             target_ids = tokenizer(tool_call(action) + tokenizer.eos_token, add_special_tokens=False).input_ids
@@ -160,11 +162,37 @@ def teach_tool_calls(
     return loss_mean
 
 
+def grpo_config(recipe: Recipe, components: int, output_dir: str) -> Any:
+    """TRL's ``GRPOConfig`` of ``recipe`` (``components``: how many component reward functions)."""
+    import torch
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=output_dir,
+        max_steps=recipe.steps,
+        per_device_train_batch_size=recipe.batch_size,
+        num_generations=recipe.num_generations,
+        max_completion_length=recipe.max_completion_length,
+        max_tool_calling_iterations=recipe.max_tool_calls,
+        learning_rate=recipe.learning_rate,
+        reward_weights=[0.0] * components,  # logged only: get_reward is the trained reward
+        logging_steps=1,
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        use_cpu=not torch.cuda.is_available(),
+        bf16=torch.cuda.is_available(),
+        # TRL defaults to gradient checkpointing under its deprecated name; saying it here keeps
+        # transformers' FutureWarning away. It saves GPU memory; on a CPU it only slows a step.
+        activation_checkpointing=torch.cuda.is_available(),
+        seed=0,
+    )
+
+
 def build(recipe: Recipe, *, url: str | None = None, output_dir: str | None = None) -> tuple[Any, Any]:
     """The model (format warm-up done), the environment factory and TRL's trainer of ``recipe``:
     returns ``(trainer, factory)``."""
-    import torch
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     if recipe.model == "tiny":
         model, tokenizer = models.tiny_causal_lm(seed=0)
@@ -184,26 +212,7 @@ def build(recipe: Recipe, *, url: str | None = None, output_dir: str | None = No
             lr=recipe.warmup_lr,
         )
     components = envgym_trl.reward_functions(factory)
-    args = GRPOConfig(
-        output_dir=output_dir or recipe.output_dir,
-        max_steps=recipe.steps,
-        per_device_train_batch_size=recipe.batch_size,
-        num_generations=recipe.num_generations,
-        max_completion_length=recipe.max_completion_length,
-        max_tool_calling_iterations=recipe.max_tool_calls,
-        learning_rate=recipe.learning_rate,
-        reward_weights=[0.0] * len(components),  # logged only: get_reward is the trained reward
-        logging_steps=1,
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        use_cpu=not torch.cuda.is_available(),
-        bf16=torch.cuda.is_available(),
-        # TRL defaults to gradient checkpointing under its deprecated name; saying it here keeps
-        # transformers' FutureWarning away. It saves GPU memory; on a CPU it only slows a step.
-        activation_checkpointing=torch.cuda.is_available(),
-        seed=0,
-    )
+    args = grpo_config(recipe, len(components), output_dir or recipe.output_dir)
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,

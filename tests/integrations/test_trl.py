@@ -245,6 +245,18 @@ def test_importing_the_adapter_imports_neither_trl_nor_torch() -> None:
     assert done.stdout.strip() == "[]"
 
 
+def test_the_documented_recipe_is_a_valid_grpo_config(tmp_path: Path) -> None:
+    """The example's full recipe (not run here: SmolLM2 on a GPU) is one TRL accepts: a whole
+    number of groups per step, components logged at weight 0."""
+    example = load_example()
+    recipe = example.Recipe()
+    config = example.grpo_config(recipe, 3, str(tmp_path))
+    assert (config.max_steps, config.num_generations, config.per_device_train_batch_size) == (200, 4, 8)
+    assert config.generation_batch_size % config.num_generations == 0
+    assert config.reward_weights == [0.0, 0.0, 0.0] and config.max_tool_calling_iterations == 8
+    assert recipe.model == "smollm2" and recipe.warmup_steps > 0 and recipe.warmup_actions == ()
+
+
 # -- real training with TRL on the tiny test model -------------------------------------------------
 
 
