@@ -66,13 +66,21 @@ def run_command(
     memory: Annotated[str | None, typer.Option("--memory", help="Memory limit (docker's syntax: 2g).")] = None,
     cpus: Annotated[float, typer.Option("--cpus", help="CPU limit.")] = 2.0,
     pids: Annotated[int, typer.Option("--pids", help="Most processes in the container.")] = 1024,
+    network: Annotated[
+        str,
+        typer.Option(
+            "--network",
+            help="loopback (a free port of 127.0.0.1) or internal (a Docker network with no route out; "
+            "the URL is the container's address, reached from this host only).",
+        ),
+    ] = "loopback",
 ) -> None:
     """Run the image of FAMILY on a free port of 127.0.0.1 until Ctrl-C; the container is removed."""
     _progress_to_stderr()
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
-        with _images().running(family, tag=tag, memory=memory, cpus=cpus, pids=pids) as url:
+        with _images().running(family, tag=tag, memory=memory, cpus=cpus, pids=pids, network=network) as url:
             typer.echo(url)
             err_console().print(f"serving {family} at {url} (Ctrl-C stops and removes the container)", markup=False)
             try:

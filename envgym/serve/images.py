@@ -64,6 +64,7 @@ __all__ = [
     "BASE_IMAGE",
     "DOCKER_SCHEME",
     "FAMILIES",
+    "INTERNAL_NETWORK",
     "BuildResult",
     "FamilyImage",
     "build",
@@ -775,6 +776,20 @@ def _wait_healthy(url: str, container: str, deadline: float) -> None:
         delay = min(delay * 2, 0.5)
 
 
+#: The Docker network of ``running(network="internal")``: no route out, reachable from this host.
+INTERNAL_NETWORK = "envgym-internal"
+NETWORKS = ("loopback", "internal")
+_MEMORY = re.compile(r"^[1-9][0-9]*[bkmg]?$")
+
+
+def _internal_network() -> str:
+    """Create :data:`INTERNAL_NETWORK` (``docker network create --internal``) when missing."""
+    if _docker("network", "ls", "--quiet", "--filter", f"name=^{INTERNAL_NETWORK}$") == "":
+        _docker("network", "create", "--internal", INTERNAL_NETWORK, check=False)  # may race another caller
+        _docker("network", "inspect", "--format", "{{.Internal}}", INTERNAL_NETWORK)  # raises when still missing
+    return INTERNAL_NETWORK
+
+
 @contextlib.contextmanager
 def running(
     family: str,
@@ -783,34 +798,50 @@ def running(
     memory: str | None = None,
     cpus: float = 2.0,
     pids: int = 1024,
+    network: str = "loopback",
     serve_args: Sequence[str] = (),
     start_timeout: float = 120.0,
 ) -> Iterator[str]:
-    """Run the image of ``family`` and yield its server's base URL (``http://127.0.0.1:<port>``).
+    """Run the image of ``family`` and yield its server's base URL (``http://HOST:PORT``).
 
-    The container listens on a free port of 127.0.0.1 only, holds at most ``memory`` (the
-    family's default), ``pids`` processes and ``cpus`` CPUs, runs as a non-root user with no
-    capabilities over a read-only root, and is removed when the block ends (normally, by an
-    exception or by Ctrl-C). ``serve_args`` replace the served ids and flags of ``envgym serve``
-    (the image's default serves every id of the family).
+    The container holds at most ``memory`` (the family's default), ``pids`` processes and
+    ``cpus`` CPUs, runs as a non-root user with no capabilities over a read-only root, and is
+    removed when the block ends (normally, by an exception or by Ctrl-C). ``network``:
+    ``"loopback"`` publishes the server on a free port of 127.0.0.1 only; ``"internal"`` puts
+    the container on an internal Docker network (:data:`INTERNAL_NETWORK`) with no route out at
+    all, and the URL is its address there, which only this host reaches (Linux engines; Docker
+    Desktop does not route to containers). ``serve_args`` replace the served ids and flags of
+    ``envgym serve`` (the image's default serves every id of the family).
 
     Raises:
+        ConfigError: a bad limit or network.
         NotAvailableError: the image is missing (build it with ``envgym image build FAMILY``), or
             the server did not become healthy within ``start_timeout`` seconds.
     """
     image = family_image(family)
     tag = tag or image_tag(family)
     _check_tag(tag)
-    if not cpus > 0 or pids < 16:
-        raise ConfigError(f"cpus must be > 0 and pids >= 16, got cpus={cpus!r}, pids={pids!r}.")
+    memory = memory or image.memory
+    if not isinstance(memory, str) or not _MEMORY.match(memory):
+        raise ConfigError(
+            f"memory takes docker's syntax, a number with an optional unit b, k, m or g (2g), got {memory!r}."
+        )
+    if not cpus > 0 or not isinstance(pids, int) or pids < 16:
+        raise ConfigError(f"cpus must be > 0 and pids an integer >= 16, got cpus={cpus!r}, pids={pids!r}.")
+    if network not in NETWORKS:
+        raise ConfigError(
+            f"network must be one of {', '.join(NETWORKS)}, got {network!r}.{suggest(str(network), NETWORKS)}"
+        )
     if _image_id(tag) is None:
         raise NotAvailableError(f"no image {tag}: build it with `envgym image build {family}`.")
     reap_stale()
-    memory = memory or image.memory
+    # a name known before `docker run` returns: an interrupt during it still finds the container
+    name = f"envgym-{family}-{os.getpid()}-{os.urandom(4).hex()}"
     options = [
         "--detach",
-        "--publish",
-        f"127.0.0.1::{PORT}",
+        "--name",
+        name,
+        *(["--publish", f"127.0.0.1::{PORT}"] if network == "loopback" else ["--network", _internal_network()]),
         "--memory",
         memory,
         "--memory-swap",
@@ -836,18 +867,21 @@ def running(
     if serve_args:
         command = [f"{VENV}/bin/python3", "-m", "envgym.cli", "serve", *serve_args, "--host", "0.0.0.0"]
         command += ["--port", str(PORT)]
-    container = ""
     try:
         container = _docker("run", *options, tag, *command)
-        published = _docker("port", container, f"{PORT}/tcp")
-        port = published.splitlines()[0].rsplit(":", 1)[1]
-        url = f"http://127.0.0.1:{port}"
+        if network == "loopback":
+            published = _docker("port", container, f"{PORT}/tcp")
+            url = f"http://127.0.0.1:{published.splitlines()[0].rsplit(':', 1)[1]}"
+        else:
+            address = _docker(
+                "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}", container
+            )
+            url = f"http://{address}:{PORT}"
         _wait_healthy(url, container, time.monotonic() + start_timeout)
         log.info("%s serves %s at %s", container[:12], family, url)
         yield url
     finally:
-        if container:
-            _docker("rm", "-f", container, check=False)
+        _docker("rm", "-f", name, check=False)
 
 
 #: The URL scheme that names a family's image instead of a running server: ``docker:swe``.

@@ -14,6 +14,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -256,6 +257,40 @@ def test_swe_episode_in_a_container_scores_as_in_process(swe_image: images.Build
     assert host["ReadonlyRootfs"] and host["CapDrop"] == ["ALL"] and "no-new-privileges" in host["SecurityOpt"]
     assert {b["HostIp"] for b in host["PortBindings"][f"{images.PORT}/tcp"]} == {"127.0.0.1"}
     assert config["Config"]["User"] == f"{images.SERVER_UID}:{images.SERVER_UID}"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"memory": "--privileged"}, "memory takes docker's syntax"),
+        ({"memory": "0"}, "memory takes docker's syntax"),
+        ({"pids": 4}, "pids an integer >= 16"),
+        ({"cpus": 0}, "cpus must be > 0"),
+        ({"network": "host"}, "network must be one of loopback, internal"),
+    ],
+)
+def test_bad_limits_are_refused_before_docker_runs(options: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=message), images.running("swe", **options):
+        pass
+
+
+def test_an_internal_container_serves_this_host_with_no_route_out(swe_image: images.BuildResult) -> None:
+    before = _labelled()
+    with images.running("swe", network="internal", serve_args=["envgym/SWE-Tools-v0"]) as url:
+        (container,) = _labelled() - before
+        assert not url.startswith("http://127.0.0.1")
+        with urllib.request.urlopen(f"{url}/envs", timeout=10) as answer:
+            assert json.loads(answer.read())["envs"] == [{"id": "envgym/SWE-Tools-v0", "kind": "single"}]
+        config = json.loads(subprocess.run(["docker", "inspect", container], capture_output=True, check=True).stdout)[0]
+        network = subprocess.run(
+            ["docker", "network", "inspect", "--format", "{{.Internal}}", images.INTERNAL_NETWORK],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    assert _labelled() == before
+    assert config["HostConfig"]["NetworkMode"] == images.INTERNAL_NETWORK and network == "true"
+    assert not config["HostConfig"]["PortBindings"]  # nothing published on the host's interfaces
 
 
 def test_the_container_goes_when_the_block_raises(swe_image: images.BuildResult) -> None:
