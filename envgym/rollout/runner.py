@@ -53,6 +53,7 @@ from envgym.rollout.records import Trajectory
 from envgym.rollout.session import RunSession
 from envgym.rollout.specs import make_agent
 from envgym.rollout.tasks import EpisodeTask
+from envgym.serve.images import served_url
 
 # RunConfig and its constants live in envgym.rollout.config; they are importable from here as before.
 __all__ = [
@@ -151,8 +152,6 @@ class Runner:
         FAMILY's image (``envgym image build FAMILY``), started here and removed when it ends."""
         if self.config.backend != "remote" or not str(self.config.url).startswith("docker:"):
             return self._run()
-        from envgym.serve.images import served_url
-
         given = self.config
         with served_url(str(given.url)) as url:
             self.config = self.session.config = dataclasses.replace(given, url=url)

@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from envgym._imports import optional
 from envgym.errors import ConfigError, NotAvailableError, suggest
 from envgym.registration import list_envs
 
@@ -205,6 +206,13 @@ def _project_root() -> Path | None:
     return root if (root / "pyproject.toml").is_file() else None
 
 
+def _requirement_class() -> Any:
+    """packaging's ``Requirement`` (parses requirement strings and evaluates their markers)."""
+    return optional(
+        "packaging.requirements", purpose="reading requirements for envgym image", extra="serve"
+    ).Requirement
+
+
 def _project_table() -> dict[str, list[str]]:
     """envgym's requirements as ``{"": core, extra: [...]}``: the checkout's pyproject.toml when
     there is one (an editable install's metadata may be older), else the installed metadata."""
@@ -212,8 +220,7 @@ def _project_table() -> dict[str, list[str]]:
     if root is not None:
         project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
         return {"": list(project["dependencies"]), **project.get("optional-dependencies", {})}
-    from packaging.requirements import Requirement
-
+    Requirement = _requirement_class()
     table: dict[str, list[str]] = {"": []}
     for line in importlib.metadata.requires("envgym") or []:
         req = Requirement(line)
@@ -252,8 +259,7 @@ def _envgym_requirements(extras: Iterable[str]) -> list[str]:
 def python_distributions(extras: Iterable[str]) -> list[importlib.metadata.Distribution]:
     """The installed distributions ``pip install envgym[<extras>]`` needs, envgym excluded,
     sorted by name; each as installed here (its version and files)."""
-    from packaging.requirements import Requirement
-
+    Requirement = _requirement_class()
     pending = [(Requirement(line), ("",)) for line in _envgym_requirements(extras)]
     chosen: dict[str, importlib.metadata.Distribution] = {}
     expanded: dict[str, set[str]] = {}  # the extras whose requirements were followed, per package
