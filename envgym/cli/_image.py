@@ -44,7 +44,12 @@ def _progress_to_stderr() -> None:
 def build_command(
     family: Annotated[str, _FAMILY],
     tag: Annotated[str | None, _TAG] = None,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild even when the inputs did not change.")] = False,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="Rebuild from scratch (no Docker layer cache) even when the inputs did not change."
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Build the image serving FAMILY from this machine's files alone (idempotent)."""

@@ -650,7 +650,8 @@ def _ensure(
     log.info("building %s (%d files)", tag, len(files))
     labels_args = ["--label", f"{LABEL_FAMILY}={family}", "--label", f"{LABEL_INPUTS}={inputs}"]
     process = subprocess.Popen(
-        [docker, "build", "--network", "none", "--force-rm", *labels_args, "--tag", tag, "-"],
+        [docker, "build", "--network", "none", "--force-rm", *(["--no-cache"] if force else []), *labels_args]
+        + ["--tag", tag, "-"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
