@@ -97,6 +97,10 @@ SMOKE = Recipe(
 )
 
 
+#: What envgym's reward functions log per step besides the rewards (envgym.integrations.trl).
+EPISODE_METRICS = ("episode/unscored", "episode/success_rate", "episode/turns", "episode/finished")
+
+
 def tool_call(action: str) -> str:
     """The assistant text of one ``act`` call in the Qwen3 template's format."""
     return '<tool_call>\n{"name": "act", "arguments": ' + json.dumps({"action": action}) + "}\n</tool_call>"
@@ -244,6 +248,7 @@ def train(trainer: Any, factory: envgym_trl.EnvironmentFactory) -> dict[str, Any
         "logged_reward": [entry["reward"] for entry in logged],
         "logged_env_reward": [entry[f"rewards/{factory.env_class.__name__}/mean"] for entry in logged],
         "logged_components": {name: [entry[f"rewards/{name}/mean"] for entry in logged] for name in names},
+        "logged_episode": {key: [entry[key] for entry in logged] for key in EPISODE_METRICS},
         "frac_reward_zero_std": [entry["frac_reward_zero_std"] for entry in logged],
         "tool_call_frequency": [entry.get("tools/call_frequency") for entry in logged],
         "max_weight_change": moved,

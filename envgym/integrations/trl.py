@@ -15,10 +15,13 @@ the rollout. This module builds that object for any registered single-agent text
 * ``get_reward()`` is the episode's return: the sum of the env's step rewards, i.e. what envgym's
   rubric gave, exactly what the harness and envgym's trainer score. An episode the env failed in
   (an exception, an infrastructure termination reason) returns ``None``: TRL leaves such a rollout
-  out of the group baseline and gives it no advantage, instead of a silent zero.
+  out of the group baseline and gives it no advantage, instead of a silent zero. A rollout where
+  the model stops calling ``act`` before the env ends the episode keeps the reward of the steps it
+  took (``episode/finished`` below says how often that happens).
 * :func:`reward_functions` gives one TRL reward function per reward component (the episode
   totals), for TRL to log as ``rewards/<name>/mean`` (the key :func:`envgym.rewards.metrics.metric_key`
-  spells); pass them with weight 0, the trained reward being ``get_reward``.
+  spells); pass them with weight 0, the trained reward being ``get_reward``. The first one also
+  logs ``episode/success_rate``, ``episode/turns``, ``episode/unscored`` and ``episode/finished``.
 * :func:`dataset` builds the training rows: a prompt, the env id, a seed and a split per episode.
   GRPO repeats each row ``num_generations`` times, so a group plays one task.
 * :func:`use_tool_chat_template` gives a tokenizer whose chat template cannot render tool calls
@@ -40,10 +43,12 @@ Example::
         model=model,
         processing_class=envgym_trl.use_tool_chat_template(tokenizer),
         train_dataset=envgym_trl.dataset("envgym/FrozenLake-v0", seeds=range(64)),
-        reward_funcs=components,
+        reward_funcs=list(components),  # TRL appends get_reward to the list it is given
         args=GRPOConfig(reward_weights=[0.0] * len(components), ...),
         environment_factory=factory,
     )
+    trainer.train()
+    factory.close()  # TRL never closes its environments (a browser or a sandbox needs it)
 """
 
 from __future__ import annotations
@@ -429,36 +434,62 @@ def reward_functions(factory: EnvironmentFactory) -> list[Callable[..., list[flo
     keys are those of :func:`envgym.rewards.metrics.metric_key`. ``get_reward`` already trains on
     the env's reward, so give these weight 0 to see the components without counting them twice:
     ``GRPOConfig(reward_weights=[0.0] * len(functions))``.
+
+    The first function also logs, through TRL's ``log_metric``, the episode metrics envgym's
+    trainer logs: ``episode/success_rate``, ``episode/turns`` (actions per episode) and
+    ``episode/unscored`` (episodes the env failed in) over the scored rollouts, and
+    ``episode/finished``: the fraction the env ended, the rest being rollouts where the model
+    stopped calling ``act`` first (they keep the reward of the steps they took).
     """
     if not isinstance(factory, EnvironmentFactory):
         raise ConfigError(
             f"expected the EnvironmentFactory that environment_factory() returned, got {type(factory).__name__}."
         )
-    return [_component_function(factory, component) for component in factory.reward_components]
+    return [
+        _component_function(factory, component, log_episodes=i == 0)
+        for i, component in enumerate(factory.reward_components)
+    ]
 
 
-def _component_function(factory: EnvironmentFactory, component: str) -> Callable[..., list[float | None]]:
+def _component_function(
+    factory: EnvironmentFactory, component: str, *, log_episodes: bool
+) -> Callable[..., list[float | None]]:
     env_class = factory.env_class
 
-    def component_total(*, environments: list[Any] | None = None, **_: Any) -> list[float | None]:
+    def component_total(
+        *, environments: list[Any] | None = None, log_metric: Callable[[str, float], None] | None = None, **_: Any
+    ) -> list[float | None]:
         if environments is None:
             raise ConfigError(
                 f"the reward function of {component!r} reads the rollouts' environments: pass the factory as "
                 "GRPOTrainer(environment_factory=...) too."
             )
         totals: list[float | None] = []
+        records: list[EpisodeRecord] = []
         for env in environments:
             if type(env) is not env_class:
                 totals.append(None)
                 continue
             record = env.episode
+            records.append(record)
             totals.append(record.reward_components.get(component, 0.0) if record.scored else None)
+        if log_episodes and log_metric is not None and records:
+            _log_episodes(records, log_metric)
         return totals
 
     name = component.removesuffix("_reward") or component
     component_total.__name__ = component_total.__qualname__ = name
     component_total.__doc__ = f"The episode total of {factory.env_id}'s {component!r} component."
     return component_total
+
+
+def _log_episodes(records: list[EpisodeRecord], log_metric: Callable[[str, float], None]) -> None:
+    scored = [r for r in records if r.scored]
+    log_metric("episode/unscored", float(len(records) - len(scored)))
+    if scored:
+        log_metric("episode/success_rate", sum(r.success for r in scored) / len(scored))
+        log_metric("episode/turns", sum(len(r.actions) for r in scored) / len(scored))
+        log_metric("episode/finished", sum(r.finished for r in scored) / len(scored))
 
 
 def dataset(

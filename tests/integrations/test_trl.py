@@ -206,6 +206,20 @@ def test_reward_functions_are_the_components_of_each_rollout(lake) -> None:
         "invalid_action": [pytest.approx(-0.2), 0.0, None],
         "step_cost": [0.0, 0.0, None],
     }
+    # The first function logs the episode metrics of our rollouts through TRL's log_metric.
+    logged: list[tuple[str, float]] = []
+    b.act("up")  # b: left, up: into the hole, over; a: jump, jump: not over
+    functions[0](environments=[a, b, other], log_metric=lambda key, value: logged.append((key, value)))
+    assert dict(logged) == {
+        "episode/unscored": 0.0,
+        "episode/success_rate": 0.0,
+        "episode/turns": 2.0,
+        "episode/finished": 0.5,
+    }
+    assert len(logged) == 4
+    logged.clear()
+    functions[1](environments=[a, b], log_metric=lambda key, value: logged.append((key, value)))
+    assert logged == []  # once per batch, not once per component
     with pytest.raises(ConfigError, match="environment_factory"):
         functions[0](prompts=[], completions=[])
     with pytest.raises(ConfigError, match="EnvironmentFactory"):
@@ -283,6 +297,13 @@ def check_trained_on_envgym(summary: dict[str, Any], *, url: str | None) -> None
         for name, logged in summary["logged_components"].items():
             part = sum(e["reward_components"][f"{name}_reward"] for e in scored) / 4
             assert logged[step] == pytest.approx(part, abs=1e-6)
+        episode_metrics = {key: values[step] for key, values in summary["logged_episode"].items()}
+        assert episode_metrics == {
+            "episode/unscored": 0.0,
+            "episode/success_rate": pytest.approx(sum(e["success"] for e in scored) / 4),
+            "episode/turns": pytest.approx(sum(len(e["actions"]) for e in scored) / 4),
+            "episode/finished": pytest.approx(sum(e["termination_reason"] is not None for e in scored) / 4),
+        }
     # A group whose rollouts scored differently gives GRPO a gradient: the weights moved.
     assert min(summary["frac_reward_zero_std"]) < 1
     assert summary["max_weight_change"] > 0
