@@ -186,6 +186,31 @@ def test_an_env_failure_is_not_scored(lake) -> None:
     assert env.act("left").startswith("You moved left.")
 
 
+def test_a_server_lost_mid_episode_is_not_scored() -> None:
+    """The real failure over the wire: the server stops mid-episode. The next action reports it,
+    the episode is unscored (None to TRL), and a reset with no server raises the client's typed,
+    retryable error instead of starting an episode."""
+    from envgym.remote import ServerLostError
+    from envgym.serve import Server
+
+    server = Server([LAKE]).start()
+    try:
+        factory = envgym_trl.environment_factory(LAKE, url=server.url, max_turns=3)
+        env = factory()
+        env.reset(**ROW)
+        assert env.act("left").startswith("You moved left.")
+    finally:
+        server.stop()
+    answer = env.act("up")
+    assert answer.startswith("The environment failed (") and "will not be scored" in answer
+    assert env.get_reward() is None and not factory.episodes[-1].scored
+    assert env.episode.actions == ("left",)
+    with pytest.raises(ServerLostError) as caught:
+        env.reset(**ROW)
+    assert caught.value.retryable
+    factory.close()
+
+
 def test_reward_functions_are_the_components_of_each_rollout(lake) -> None:
     functions = envgym_trl.reward_functions(lake)
     assert [f.__name__ for f in functions] == ["success", "invalid_action", "step_cost"]
