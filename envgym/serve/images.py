@@ -16,6 +16,8 @@ alone (``docker build --network none``; nothing is downloaded):
 * envgym's own source (``envgym``, with ``environments`` and ``agents`` as its subpackages, as a
   wheel lays them out) and the family's data folders (the SWE libraries' pristine trees).
 
+(:mod:`envgym.serve._packages` works out the Python and Debian packages.)
+
 Every input (file contents, the Dockerfile, the base image's id) goes into one SHA-256 that the
 image carries as the label ``envgym.image.inputs``: a second build with the same inputs does
 nothing, and the layers that did not change (Debian packages, Python packages) come from Docker's
@@ -35,7 +37,6 @@ with every capability dropped and ``no-new-privileges``.
 from __future__ import annotations
 
 import contextlib
-import glob
 import hashlib
 import importlib
 import importlib.metadata
@@ -49,17 +50,24 @@ import shutil
 import subprocess
 import tarfile
 import time
-import tomllib
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envgym._imports import optional
 from envgym.errors import ConfigError, NotAvailableError, suggest
 from envgym.registration import list_envs
+from envgym.serve._packages import (
+    APT_ARCHIVES,
+    debian_closure,
+    debian_plan,
+    distribution_files,
+    envgym_files,
+    project_extras,
+    python_distributions,
+)
 
 __all__ = [
     "BASE_IMAGE",
@@ -95,8 +103,6 @@ PORT = 8000
 SERVER_UID = 999
 VENV = "/opt/envgym"
 SITE = f"{VENV}/lib/python3.11/site-packages"
-APT_ARCHIVES = Path("/var/cache/apt/archives")
-DPKG_STATUS = Path("/var/lib/dpkg/status")
 #: Docker options bwrap needs to make its namespaces inside a container (see the module docstring).
 NESTED_SANDBOX = ("--security-opt", "seccomp=unconfined", "--security-opt", "systempaths=unconfined")
 
@@ -185,243 +191,13 @@ def family_image(family: str) -> FamilyImage:
         raise ConfigError(f"unknown family {family!r}.{suggest(family, known)} Families: {', '.join(known)}.")
     if family in FAMILIES:
         return FAMILIES[family]
-    extras = (family,) if family in _project_extras() else ()
+    extras = (family,) if family in project_extras() else ()
     return FamilyImage(family=family, extras=extras)
 
 
 def image_tag(family: str) -> str:
     """``envgym-serve/<family>:latest``: the default tag of a family's image."""
     return f"envgym-serve/{family}:latest"
-
-
-# --- Python distributions -------------------------------------------------------------------
-
-
-def _normalize(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def _project_root() -> Path | None:
-    root = Path(importlib.import_module("envgym").__file__).resolve().parents[1]  # type: ignore[arg-type]
-    return root if (root / "pyproject.toml").is_file() else None
-
-
-def _requirement_class() -> Any:
-    """packaging's ``Requirement`` (parses requirement strings and evaluates their markers)."""
-    return optional(
-        "packaging.requirements", purpose="reading requirements for envgym image", extra="serve"
-    ).Requirement
-
-
-def _project_table() -> dict[str, list[str]]:
-    """envgym's requirements as ``{"": core, extra: [...]}``: the checkout's pyproject.toml when
-    there is one (an editable install's metadata may be older), else the installed metadata."""
-    root = _project_root()
-    if root is not None:
-        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-        return {"": list(project["dependencies"]), **project.get("optional-dependencies", {})}
-    Requirement = _requirement_class()
-    table: dict[str, list[str]] = {"": []}
-    for line in importlib.metadata.requires("envgym") or []:
-        req = Requirement(line)
-        extras = re.findall(r"extra\s*==\s*['\"]([^'\"]+)['\"]", str(req.marker or ""))
-        if not extras:
-            table[""].append(line.split(";")[0])
-        for extra in extras:
-            table.setdefault(extra, []).append(line.split(";")[0])
-    return table
-
-
-def _project_extras() -> set[str]:
-    return set(_project_table()) - {""}
-
-
-def _envgym_requirements(extras: Iterable[str]) -> list[str]:
-    """envgym's own requirement strings for ``extras`` (``envgym[x]`` inside an extra expands)."""
-    table = _project_table()
-    wanted, seen, found = list(extras), set(), list(table[""])
-    while wanted:
-        extra = wanted.pop()
-        if extra in seen:
-            continue
-        if extra not in table:
-            raise ConfigError(f"envgym has no extra {extra!r}.{suggest(extra, table)}")
-        seen.add(extra)
-        for line in table[extra]:
-            match = re.fullmatch(r"envgym\[([^\]]+)\]", line.strip())
-            if match:
-                wanted += [e.strip() for e in match[1].split(",")]
-            else:
-                found.append(line)
-    return found
-
-
-def python_distributions(extras: Iterable[str]) -> list[importlib.metadata.Distribution]:
-    """The installed distributions ``pip install envgym[<extras>]`` needs, envgym excluded,
-    sorted by name; each as installed here (its version and files)."""
-    Requirement = _requirement_class()
-    pending = [(Requirement(line), ("",)) for line in _envgym_requirements(extras)]
-    chosen: dict[str, importlib.metadata.Distribution] = {}
-    expanded: dict[str, set[str]] = {}  # the extras whose requirements were followed, per package
-    while pending:
-        req, parent_extras = pending.pop()
-        if req.marker is not None and not any(req.marker.evaluate({"extra": e}) for e in parent_extras):
-            continue
-        key = _normalize(req.name)
-        if key not in chosen:
-            try:
-                chosen[key] = importlib.metadata.distribution(req.name)
-            except importlib.metadata.PackageNotFoundError as err:
-                raise NotAvailableError(
-                    f"the image needs the Python package {req.name!r} ({req}), which is not installed here: "
-                    f"pip install '{req}' (the image copies installed packages; it downloads nothing)."
-                ) from err
-        wanted = {""} | set(req.extras)
-        if wanted <= expanded.get(key, set()):
-            continue
-        expanded[key] = expanded.get(key, set()) | wanted
-        for line in chosen[key].requires or []:
-            pending.append((Requirement(line), tuple(sorted(expanded[key]))))
-    return sorted(chosen.values(), key=lambda d: _normalize(d.metadata["Name"]))
-
-
-def _distribution_files(dist: importlib.metadata.Distribution) -> list[tuple[str, Path]]:
-    """(path inside site-packages, file here) for each installed file of ``dist`` (RECORD)."""
-    if dist.files is None:
-        raise NotAvailableError(
-            f"{dist.metadata['Name']} has no RECORD of its files, so the image cannot copy it: "
-            f"reinstall it with pip (pip install --force-reinstall '{dist.metadata['Name']}=={dist.version}')."
-        )
-    found = []
-    for entry in dist.files:
-        path = Path(str(dist.locate_file(entry)))
-        rel = entry.as_posix()
-        # scripts in bin/ and data outside site-packages are not what the server imports
-        if rel.startswith("../") or "__pycache__" in entry.parts or not path.is_file():
-            continue
-        found.append((rel, path))
-    return found
-
-
-def _envgym_files() -> list[tuple[str, Path]]:
-    """envgym's source as a wheel lays it out: (path inside site-packages, file here)."""
-    files: list[tuple[str, Path]] = []
-    seen: set[str] = set()
-    for package in ("envgym", "envgym.environments", "envgym.agents"):
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise NotAvailableError(f"cannot find envgym's package {package} to copy into the image.")
-        folder = Path(next(iter(spec.submodule_search_locations))).resolve()
-        prefix = package.replace(".", "/")
-        for path in sorted(folder.rglob("*")):
-            rel = path.relative_to(folder)
-            if "__pycache__" in rel.parts or path.suffix == ".pyc" or not path.is_file():
-                continue
-            name = f"{prefix}/{rel.as_posix()}"
-            if name not in seen:
-                seen.add(name)
-                files.append((name, path))
-    pth = Path(importlib.import_module("envgym").__file__).resolve().parents[1] / "envgym.pth"  # type: ignore[arg-type]
-    if pth.is_file():
-        files.append(("envgym.pth", pth))
-    return files
-
-
-# --- Debian packages -------------------------------------------------------------------------
-
-
-def _parse_status(text: str) -> dict[str, dict[str, str]]:
-    """The installed packages of a dpkg status file: name -> fields."""
-    packages: dict[str, dict[str, str]] = {}
-    for paragraph in text.split("\n\n"):
-        fields: dict[str, str] = {}
-        key = None
-        for line in paragraph.splitlines():
-            if line[:1] in (" ", "\t") and key is not None:
-                fields[key] += "\n" + line
-            elif ":" in line:
-                key, _, value = line.partition(":")
-                fields[key] = value.strip()
-        if "Package" in fields and fields.get("Status", "").endswith(" installed"):
-            packages[fields["Package"]] = fields
-    return packages
-
-
-def _providers(packages: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    """Name or virtual name -> the installed package that satisfies it."""
-    found: dict[str, str] = {}
-    for name, fields in packages.items():
-        found.setdefault(name, name)
-        for item in fields.get("Provides", "").split(","):
-            virtual = item.strip().split(" ")[0].split(":")[0]
-            if virtual:
-                found.setdefault(virtual, name)
-    return found
-
-
-def debian_closure(
-    names: Sequence[str], host: Mapping[str, Mapping[str, str]], base: Mapping[str, Mapping[str, str]]
-) -> list[str]:
-    """The packages of ``names`` and their (pre-)dependencies that ``base`` lacks, each picked as
-    this machine (``host``, whose installed set satisfies them all) has it; sorted."""
-    on_host, in_base = _providers(host), _providers(base)
-    chosen: set[str] = set()
-    pending = list(names)
-    while pending:
-        name = pending.pop()
-        if name in chosen or name in in_base:
-            continue
-        if name not in on_host:
-            raise NotAvailableError(
-                f"the image needs the Debian package {name!r}, which this machine has not installed: "
-                f"apt-get install {name}."
-            )
-        package = on_host[name]
-        if package in chosen or package in in_base:
-            continue
-        chosen.add(package)
-        fields = host[package]
-        for relation in ("Pre-Depends", "Depends"):
-            for group in fields.get(relation, "").split(","):
-                options = [alt.strip().split(" ")[0].split(":")[0] for alt in group.split("|") if alt.strip()]
-                if not options or any(o in in_base for o in options):
-                    continue
-                pick = next((o for o in options if o in on_host), None)
-                if pick is None:
-                    raise NotAvailableError(f"{package} depends on {group.strip()!r}, which this machine lacks.")
-                pending.append(pick)
-    return sorted(chosen)
-
-
-def _newer(a: str, b: str) -> bool:
-    """Whether Debian version ``a`` is newer than ``b`` (dpkg's own comparison)."""
-    return subprocess.run(["dpkg", "--compare-versions", a, "gt", b], check=False).returncode == 0
-
-
-def _deb_file(name: str, fields: Mapping[str, str]) -> Path:
-    """The cached .deb of ``name`` at the version installed here, else the newest cached one (a
-    Debian point update the mirror carries now); the installed version's name when none is."""
-    arch = fields["Architecture"]
-    exact = APT_ARCHIVES / f"{name}_{fields['Version'].replace(':', '%3a')}_{arch}.deb"
-    if exact.is_file():
-        return exact
-    best: tuple[str, Path] | None = None
-    for path in APT_ARCHIVES.glob(f"{glob.escape(name)}_*_{arch}.deb"):
-        version = path.name[len(name) + 1 : -len(f"_{arch}.deb")].replace("%3a", ":")
-        if "_" not in version and (best is None or _newer(version, best[0])):
-            best = (version, path)
-    return best[1] if best else exact
-
-
-def _debian_plan(names: Sequence[str], base_status: str) -> tuple[list[Path], list[str]]:
-    """(the .deb files of ``names`` and their dependencies the base lacks, the packages among
-    them whose file this machine's apt cache lacks)."""
-    if not DPKG_STATUS.is_file():
-        raise NotAvailableError(f"installing {', '.join(names)} in the image needs a Debian host (no {DPKG_STATUS}).")
-    host = _parse_status(DPKG_STATUS.read_text(encoding="utf-8"))
-    closure = debian_closure(names, host, _parse_status(base_status))
-    files = [_deb_file(name, host[name]) for name in closure]
-    return files, [name for name, path in zip(closure, files, strict=True) if not path.is_file()]
 
 
 def _base_status() -> str:
@@ -431,7 +207,7 @@ def _base_status() -> str:
 def _debian_files(names: Sequence[str], base_status: str) -> list[Path]:
     if not names:
         return []
-    files, missing = _debian_plan(names, base_status)
+    files, missing = debian_plan(names, base_status)
     if missing:
         family = next((f.family for f in FAMILIES.values() if tuple(f.debian) == tuple(names)), "FAMILY")
         raise NotAvailableError(
@@ -449,7 +225,7 @@ def fetch_debs(family: str) -> list[str]:
     image = family_image(family)
     if not image.debian:
         return []
-    _, missing = _debian_plan(image.debian, _base_status())
+    _, missing = debian_plan(image.debian, _base_status())
     if missing:
         apt = shutil.which("apt-get")
         if apt is None:
@@ -458,7 +234,7 @@ def fetch_debs(family: str) -> list[str]:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise NotAvailableError(f"apt-get could not fetch {len(missing)} packages: {done.stderr.strip()[-2000:]}")
-        _, still = _debian_plan(image.debian, _base_status())
+        _, still = debian_plan(image.debian, _base_status())
         if still:
             raise NotAvailableError(f"apt-get did not fetch {', '.join(still)}.")
     return missing
@@ -588,7 +364,7 @@ def _deps_inputs(image: FamilyImage) -> tuple[str, list[tuple[str, Path]]]:
         data.append((folder, root))
     files: list[tuple[str, Path]] = [(f"debs/{path.name}", path) for path in debs]
     for dist in python_distributions(("serve", *image.extras)):
-        files += [(f"site/{rel}", path) for rel, path in _distribution_files(dist)]
+        files += [(f"site/{rel}", path) for rel, path in distribution_files(dist)]
     for i, (_, root) in enumerate(data):
         files += [
             (f"data/{i}/{path.relative_to(root).as_posix()}", path)
@@ -693,9 +469,9 @@ def build(family: str, *, tag: str | None = None, force: bool = False) -> BuildR
     old_deps = _image_id(deps)
     dockerfile, files = _deps_inputs(image)
     deps_id, deps_built = _ensure(deps, dockerfile, files, BASE_IMAGE, family, force)
-    envgym_files = [(f"envgym/{rel}", path) for rel, path in _envgym_files()]
+    source = [(f"envgym/{rel}", path) for rel, path in envgym_files()]
     dockerfile = _final_dockerfile(image, deps, _served_ids(family))
-    image_id, built = _ensure(tag, dockerfile, envgym_files, deps, family, force)
+    image_id, built = _ensure(tag, dockerfile, source, deps, family, force)
     if old_deps and old_deps != deps_id:  # freed now that the old image on top of it is gone
         _docker("image", "rm", old_deps, check=False)
     seconds = time.perf_counter() - started

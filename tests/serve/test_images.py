@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 
 from envgym.errors import ConfigError, NotAvailableError
-from envgym.serve import images
+from envgym.serve import _packages, images
 
 # --- without Docker ---------------------------------------------------------------------------
 
 
 def _names(extras: tuple[str, ...]) -> set[str]:
-    return {images._normalize(d.metadata["Name"]) for d in images.python_distributions(extras)}
+    return {_packages._normalize(d.metadata["Name"]) for d in _packages.python_distributions(extras)}
 
 
 def test_unknown_family_says_did_you_mean() -> None:
@@ -50,19 +50,19 @@ def test_python_distributions_are_the_closure_of_the_extras() -> None:
     gui = _names(("serve", "gui"))
     assert gui - serve >= {"miniwob", "playwright", "pillow", "greenlet"}
     with pytest.raises(ConfigError, match=r"no extra 'srve'\. Did you mean 'serve'\?"):
-        images.python_distributions(("srve",))
+        _packages.python_distributions(("srve",))
 
 
 def test_distribution_files_stay_inside_site_packages() -> None:
-    (fastapi,) = [d for d in images.python_distributions(("serve",)) if d.metadata["Name"] == "fastapi"]
-    files = dict(images._distribution_files(fastapi))
+    (fastapi,) = [d for d in _packages.python_distributions(("serve",)) if d.metadata["Name"] == "fastapi"]
+    files = dict(_packages.distribution_files(fastapi))
     assert "fastapi/__init__.py" in files and files["fastapi/__init__.py"].is_file()
     assert any(name.endswith(".dist-info/METADATA") for name in files)  # importlib.metadata works inside
     assert not any(name.startswith("../") or "__pycache__" in name for name in files)
 
 
 def _status(*packages: str) -> dict[str, dict[str, str]]:
-    parsed = images._parse_status("\n\n".join(packages))
+    parsed = _packages.parse_status("\n\n".join(packages))
     return parsed
 
 
@@ -79,14 +79,14 @@ def test_debian_closure_follows_alternatives_and_virtual_packages() -> None:
     )
     base = _status(f"Package: libc6\n{installed}", f"Package: liby\n{installed}")
     # liby (in the base) satisfies "libx | liby"; libz still needs libx; exim provides the MTA
-    assert images.debian_closure(["app"], host, base) == ["app", "exim", "libx", "libz"]
-    assert images.debian_closure(["libc6"], host, base) == []
+    assert _packages.debian_closure(["app"], host, base) == ["app", "exim", "libx", "libz"]
+    assert _packages.debian_closure(["libc6"], host, base) == []
     assert "removed" not in host
     with pytest.raises(NotAvailableError, match=r"'nope', which this machine has not installed: apt-get install nope"):
-        images.debian_closure(["nope"], host, base)
+        _packages.debian_closure(["nope"], host, base)
     broken = _status(f"Package: app\n{installed}\nDepends: ghost | phantom")
     with pytest.raises(NotAvailableError, match="app depends on 'ghost | phantom'"):
-        images.debian_closure(["app"], broken, {})
+        _packages.debian_closure(["app"], broken, {})
 
 
 def test_digest_covers_every_input(tmp_path: Path) -> None:
