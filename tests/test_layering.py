@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "envgym.sandbox": 1,  # SWE sandboxes: errors + stdlib (docker SDK lazily); under rewards' UnitTests
     "envgym.rubric": 1,
     "envgym.core": 2,
+    "envgym.tools": 2,  # the function-calling dialect: parse calls, validate arguments, schemas (stdlib only)
     "envgym.rewards": 3,
     "envgym.browser": 3,  # the shared browser layer (Playwright + Chromium) of web and GUI envs
     "envgym.contrib": 4,
