@@ -32,6 +32,7 @@ __all__ = [
     "debian_plan",
     "distribution_files",
     "envgym_files",
+    "linked_packages",
     "parse_status",
     "project_extras",
     "python_distributions",
@@ -263,3 +264,35 @@ def debian_plan(names: Sequence[str], base_status: str) -> tuple[list[Path], lis
     closure = debian_closure(names, host, parse_status(base_status))
     files = [_deb_file(name, host[name]) for name in closure]
     return files, [name for name, path in zip(closure, files, strict=True) if not path.is_file()]
+
+
+def _is_elf(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def linked_packages(files: Iterable[Path]) -> list[str]:
+    """The Debian packages holding the shared libraries that the ELF files among ``files`` link
+    (``ldd``, then ``dpkg -S``); libraries found beside them (a wheel's bundled ``.libs``) and
+    ones no package holds are left out. Sorted."""
+    elves = [path for path in files if _is_elf(path)]
+    libraries: set[str] = set()
+    roots = {str(path.parent) for path in elves}
+    for path in elves:
+        done = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=False)
+        for line in done.stdout.splitlines():
+            target = line.partition("=>")[2].strip().split(" (")[0]
+            if target.startswith("/") and not any(target.startswith(root) for root in roots):
+                libraries.add(target)
+    names: set[str] = set()
+    for library in sorted(libraries):
+        # dpkg knows a merged-/usr library by its /usr path
+        for candidate in dict.fromkeys([library, "/usr" + library if not library.startswith("/usr/") else library]):
+            found = subprocess.run(["dpkg", "-S", candidate], capture_output=True, text=True, check=False)
+            if found.returncode == 0:
+                names.update(line.split(":")[0].strip() for line in found.stdout.splitlines() if ":" in line)
+                break
+    return sorted(names)

@@ -65,6 +65,7 @@ from envgym.serve._packages import (
     debian_plan,
     distribution_files,
     envgym_files,
+    linked_packages,
     project_extras,
     python_distributions,
 )
@@ -133,7 +134,8 @@ class FamilyImage:
         family: the family name (a package under ``envgym.environments``).
         extras: envgym's extras besides ``serve`` whose requirements are installed.
         debian: Debian packages installed from this machine's apt cache (with the dependencies
-            the base lacks).
+            the base lacks), besides those holding the shared libraries that the Python
+            packages' compiled extensions link (found by ``ldd``).
         data: folders of this machine the family reads at run time.
         run_options: ``docker run`` options the family needs.
         env: environment variables set in the image.
@@ -171,8 +173,8 @@ FAMILIES: dict[str, FamilyImage] = {
     "gui": FamilyImage(
         family="gui",
         extras=("gui",),
-        # libatomic1: Playwright's Node.js driver links it
-        debian=("chromium", "fonts-dejavu-core", "libatomic1"),
+        # (libatomic1, which Playwright's Node.js driver links, is found by linked_packages)
+        debian=("chromium", "fonts-dejavu-core"),
         run_options=("--shm-size", "1g"),
         memory="4g",
     ),
@@ -204,16 +206,24 @@ def _base_status() -> str:
     return _docker("run", "--rm", "--network", "none", BASE_IMAGE, "cat", "/var/lib/dpkg/status")
 
 
-def _debian_files(names: Sequence[str], base_status: str) -> list[Path]:
-    if not names:
-        return []
+def _python_files(image: FamilyImage) -> list[tuple[str, Path]]:
+    """(path inside site-packages, file here) of every Python distribution the image holds."""
+    return [pair for dist in python_distributions(("serve", *image.extras)) for pair in distribution_files(dist)]
+
+
+def _debian_names(image: FamilyImage, python: Sequence[tuple[str, Path]]) -> list[str]:
+    """The family's Debian packages and those holding the libraries its Python extensions link."""
+    return sorted(set(image.debian) | set(linked_packages(path for _, path in python)))
+
+
+def _debian_files(image: FamilyImage, names: Sequence[str], base_status: str) -> list[Path]:
     files, missing = debian_plan(names, base_status)
     if missing:
-        family = next((f.family for f in FAMILIES.values() if tuple(f.debian) == tuple(names)), "FAMILY")
         raise NotAvailableError(
-            f"the image installs {', '.join(names)} from this machine's apt cache ({APT_ARCHIVES}), which lacks "
-            f"{len(missing)} of the {len(files)} packages needed. Fetch them once (network, at setup time): "
-            f"envgym image fetch {family}  (apt-get install --download-only --reinstall of those packages)."
+            f"the {image.family} image installs Debian packages from this machine's apt cache ({APT_ARCHIVES}), "
+            f"which lacks {len(missing)} of the {len(files)} needed ({', '.join(missing[:8])}"
+            f"{', ...' if len(missing) > 8 else ''}). Fetch them once (network, at setup time): "
+            f"envgym image fetch {image.family}"
         )
     return files
 
@@ -223,9 +233,9 @@ def fetch_debs(family: str) -> list[str]:
     lacks (``apt-get install --download-only --reinstall``: network, root; a setup step, never run
     by a build). Returns the packages fetched."""
     image = family_image(family)
-    if not image.debian:
-        return []
-    _, missing = debian_plan(image.debian, _base_status())
+    names = _debian_names(image, _python_files(image))
+    base_status = _base_status()
+    _, missing = debian_plan(names, base_status)
     if missing:
         apt = shutil.which("apt-get")
         if apt is None:
@@ -234,7 +244,7 @@ def fetch_debs(family: str) -> list[str]:
         done = subprocess.run(command, capture_output=True, text=True, check=False)
         if done.returncode != 0:
             raise NotAvailableError(f"apt-get could not fetch {len(missing)} packages: {done.stderr.strip()[-2000:]}")
-        _, still = debian_plan(image.debian, _base_status())
+        _, still = debian_plan(names, base_status)
         if still:
             raise NotAvailableError(f"apt-get did not fetch {', '.join(still)}.")
     return missing
@@ -352,9 +362,9 @@ def _final_dockerfile(image: FamilyImage, deps: str, ids: Sequence[str]) -> str:
 
 def _deps_inputs(image: FamilyImage) -> tuple[str, list[tuple[str, Path]]]:
     """The dependencies image: Debian packages, Python packages, data (changes rarely)."""
-    debs: list[Path] = []
-    if image.debian:
-        debs = _debian_files(image.debian, _base_status())
+    python = _python_files(image)
+    names = _debian_names(image, python)
+    debs = _debian_files(image, names, _base_status()) if names else []
     data: list[tuple[DataFolder, Path]] = []
     for folder in image.data:
         module, _, function = folder.locate.partition(":")
@@ -363,8 +373,7 @@ def _deps_inputs(image: FamilyImage) -> tuple[str, list[tuple[str, Path]]]:
             raise NotAvailableError(f"the {image.family} image needs {root}, which is missing (run scripts/setup.sh).")
         data.append((folder, root))
     files: list[tuple[str, Path]] = [(f"debs/{path.name}", path) for path in debs]
-    for dist in python_distributions(("serve", *image.extras)):
-        files += [(f"site/{rel}", path) for rel, path in distribution_files(dist)]
+    files += [(f"site/{rel}", path) for rel, path in python]
     for i, (_, root) in enumerate(data):
         files += [
             (f"data/{i}/{path.relative_to(root).as_posix()}", path)

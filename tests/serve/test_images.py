@@ -384,3 +384,12 @@ def test_gui_episode_in_a_container_scores_as_in_process() -> None:
     finally:
         local_env.close()
     assert remote == local and remote[0] > 0
+
+
+def test_linked_packages_names_the_debian_owner_of_a_linked_library() -> None:
+    if shutil.which("dpkg") is None or shutil.which("ldd") is None:
+        pytest.skip("needs a Debian host (dpkg, ldd)")
+    # python3 links libc (libc6); a text file links nothing
+    found = _packages.linked_packages([Path(os.path.realpath("/usr/bin/python3")), Path(__file__)])
+    assert "libc6" in found
+    assert _packages.linked_packages([Path(__file__)]) == []
