@@ -50,6 +50,7 @@ HEAVY: Mapping[str, str] = {
     "datasets": "integrations",  # TRL's datasets (a dependency of trl)
     "verl": "integrations",  # envgym.integrations.verl builds its agent loop on first use (torch, ray)
     "openenv": "integrations",  # openenv-core imports gradio at load (5-7 s): envgym.integrations.openenv
+    "mcp": "mcp",  # the MCP SDK (~2 s: pydantic models, starlette, httpx): envgym.mcp
 }
 
 

@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "envgym.families": 5,  # the family contract: reads the registry and the checkout, imports no env code
     "envgym.models": 5,
     "envgym.serve": 5,  # envgym serve: registered envs over WebSocket/HTTP (codec shared with remote)
+    "envgym.mcp": 5,  # MCP both ways: MCP servers as envs (envgym/MCP-v0), envgym tool envs as MCP servers
     "envgym.remote": 5,  # the client of envgym serve: a gymnasium.Env / ParallelEnv over the wire
     "envgym.rollout": 6,
     "envgym.bench": 7,
