@@ -170,6 +170,14 @@ FAMILIES: dict[str, FamilyImage] = {
         # the sandboxes' system is the container's own Debian (the base image they are made of)
         env={"ENVGYM_SANDBOX_ROOTFS": "/"},
     ),
+    # WebShop-Browser-v0 drives Chromium over the store served inside the container
+    "webshop": FamilyImage(
+        family="webshop",
+        extras=("webshop",),
+        debian=("chromium", "fonts-dejavu-core"),
+        run_options=("--shm-size", "1g"),
+        memory="4g",
+    ),
     "gui": FamilyImage(
         family="gui",
         extras=("gui",),
