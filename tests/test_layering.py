@@ -59,6 +59,7 @@ PUBLIC = {
     "envgym.testing",
     "envgym.models",
     "envgym.sandbox",
+    "envgym.tools",  # the function-calling dialect every tool env and agent shares (docs/tools.md)
 }
 
 
