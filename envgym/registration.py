@@ -42,6 +42,9 @@ FAMILIES_PACKAGE = "envgym.environments"
 #: (``gymnasium.make(REMOTE_ID, url=..., env_id=...)``, :mod:`envgym.remote`). In Gymnasium's
 #: registry only: it is not an environment of its own, so listings and checkers leave it out.
 REMOTE_ID = "envgym/Remote-v0"
+#: Likewise: any MCP server's tools as an env (``gymnasium.make(MCP_ID, server=..., tasks=..., verifier=...)``,
+#: :mod:`envgym.mcp`); it needs a server, tasks and a verifier, so listings and checkers leave it out.
+MCP_ID = "envgym/MCP-v0"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -164,6 +167,8 @@ def register_envs(*, plugins: bool = False) -> None:
 
                 if REMOTE_ID not in gymnasium.registry:
                     gymnasium.register(id=REMOTE_ID, entry_point="envgym.remote.env:RemoteEnv")
+                if MCP_ID not in gymnasium.registry:
+                    gymnasium.register(id=MCP_ID, entry_point="envgym.mcp.env:MCPEnv")
                 _discovered = True
     if plugins and not _plugins_discovered:
         with _lock:
