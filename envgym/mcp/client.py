@@ -16,10 +16,11 @@ import concurrent.futures
 import shlex
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from envgym._imports import optional
 from envgym.errors import EnvgymError
+from envgym.tools import MAX_NAME_CHARS
 
 __all__ = ["MCPConnection", "MCPServerError", "MCPToolResult", "describe_server", "openai_tools"]
 
@@ -96,14 +97,14 @@ def openai_tools(tools: Sequence[Any]) -> list[dict[str, Any]]:
     """MCP tool listings (``mcp.types.Tool``) as OpenAI function schemas (docs/tools.md).
 
     A tool whose ``inputSchema`` is not a JSON object schema gets an empty object schema (the
-    server still validates what it receives); names past the first ``MAX_TOOLS`` tools,
-    duplicates and names that are not short identifiers are dropped.
+    server still validates what it receives); tools past the first ``MAX_TOOLS``, second
+    tools of one name and names longer than ``envgym.tools.MAX_NAME_CHARS`` are dropped.
     """
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for tool in tools:
         name = getattr(tool, "name", None)
-        if not isinstance(name, str) or not name or len(name) > 128 or name in seen or len(out) >= MAX_TOOLS:
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME_CHARS or name in seen or len(out) >= MAX_TOOLS:
             continue
         seen.add(name)
         schema = getattr(tool, "input_schema", None)
@@ -257,7 +258,7 @@ class MCPConnection:
         if not self._thread.is_alive():
             self._loop.close()
 
-    def __enter__(self) -> MCPConnection:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

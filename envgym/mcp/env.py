@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import ConfigError, EnvContractError, EnvgymError, InvalidKwargsError, suggest
 from envgym.mcp.client import MAX_RESULT_CHARS, MCPConnection, describe_server, openai_tools
+from envgym.tools import ToolCall, ToolCallError, parse_tool_calls, tool_error, tool_result
 
 __all__ = ["MCP_ID", "MCPEnv", "load_tasks"]
 
@@ -98,13 +99,13 @@ class MCPEnv(TextEnv):
     function schemas, docs/tools.md), adds the answer tool, and serves one task per episode.
 
     Observation: at reset the task's goal and the tool list; after a call the tool's result
-    text (at most ``max_result_chars`` characters; a server's own error is ``Tool error (NAME):
-    ...``).
+    text, ``Tool result (NAME): ...`` (at most ``max_result_chars`` characters of it; a tool's
+    own failure is ``Tool error (NAME): ...``, a valid step).
 
     Actions: one tool call per turn, ``{"name": "add", "arguments": {"a": 1, "b": 2}}``; the
     episode ends with ``{"name": "submit", "arguments": {"answer": "..."}}``. A malformed call
-    (not JSON, unknown tool, arguments missing a required property or naming an unknown one
-    where the schema forbids it) is an invalid step whose observation says what is wrong.
+    (not JSON, unknown tool, arguments that break the tool's schema: :mod:`envgym.tools`) is an
+    invalid step whose observation is the error, ``Tool error (NAME): ...``.
 
     Reward components: ``success_reward`` and whatever else the verifier returns (declared in
     ``verifier_components``), given when the answer is submitted; ``invalid_action_reward``,
@@ -264,28 +265,14 @@ class MCPEnv(TextEnv):
         board, self._board = self._board, ""  # the tool list is shown once, at reset
         return board
 
-    def _parse(self, text: str) -> tuple[str, dict[str, Any]]:
+    def _parse(self, text: str) -> ToolCall:
         try:
-            call = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise InvalidAction(
-                f'expected a tool call as JSON, {{"name": TOOL, "arguments": {{...}}}}; not JSON ({err.msg}).'
-            ) from None
-        if not isinstance(call, dict) or not isinstance(call.get("name"), str):
-            raise InvalidAction('expected one tool call, {"name": TOOL, "arguments": {...}}.')
-        name = call["name"]
-        if name not in self._schemas:
-            raise InvalidAction(f"Tool error ({name}): unknown tool.{suggest(name, self._schemas)}")
-        arguments = call.get("arguments", {})
-        if not isinstance(arguments, dict):
-            raise InvalidAction(f"Tool error ({name}): arguments must be an object, got {arguments!r:.80}.")
-        problem = _check_arguments(self._schemas[name], arguments)
-        if problem:
-            raise InvalidAction(f"Tool error ({name}): {problem}")
-        return name, arguments
+            return parse_tool_calls(text, self._schemas)[0]
+        except ToolCallError as err:
+            raise InvalidAction(str(err)) from None
 
-    def _apply(self, action: tuple[str, dict[str, Any]]) -> Transition:
-        name, arguments = action
+    def _apply(self, action: ToolCall) -> Transition:
+        name, arguments = action.name, dict(action.arguments)
         if name == self.answer_tool:
             return self._submit(str(arguments["answer"]))
         assert self._connection is not None
@@ -293,7 +280,9 @@ class MCPEnv(TextEnv):
         self._transcript.append(
             {"name": name, "arguments": arguments, "result": result.text, "is_error": result.is_error}
         )
-        return Transition(observation=f"Tool error ({name}): {result.text}" if result.is_error else result.text)
+        return Transition(
+            observation=tool_error(name, result.text) if result.is_error else tool_result(name, result.text)
+        )
 
     def _submit(self, answer: str) -> Transition:
         try:
@@ -329,40 +318,6 @@ class MCPEnv(TextEnv):
         info["tools"] = [json.loads(json.dumps(tool)) for tool in self._tools]  # a copy: callers keep infos
         info["parallel_tool_calls"] = False
         return info
-
-
-_JSON_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "object": (dict,),
-    "array": (list,),
-    "null": (type(None),),
-}
-
-
-def _check_arguments(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str:
-    """The first problem of ``arguments`` against an object schema's top level, or ``""`` (the
-    server checks the rest: it owns the tool)."""
-    properties = schema.get("properties", {})
-    for key in schema.get("required", ()):
-        if key not in arguments:
-            return f"arguments.{key}: required property missing"
-    for key, value in arguments.items():
-        spec = properties.get(key)
-        if spec is None:
-            if schema.get("additionalProperties") is False:
-                return f"arguments.{key}: unknown property.{suggest(key, properties)}"
-            continue
-        kind = spec.get("type") if isinstance(spec, Mapping) else None
-        if isinstance(kind, str) and kind in _JSON_TYPES:
-            ok = isinstance(value, _JSON_TYPES[kind]) and not (
-                isinstance(value, bool) and kind in ("integer", "number")
-            )
-            if not ok:
-                return f"arguments.{key}: expected {kind}, got {type(value).__name__}"
-    return ""
 
 
 def _sample_value(spec: Any, rng: random.Random) -> Any:
