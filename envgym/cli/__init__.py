@@ -19,6 +19,7 @@ from envgym.cli._catalog import info_command, list_command
 from envgym.cli._check import check_command
 from envgym.cli._image import image_app
 from envgym.cli._leaderboard import leaderboard_app
+from envgym.cli._mcp import mcp_app
 from envgym.cli._newfamily import new_family_command
 from envgym.cli._play import play_command
 from envgym.cli._run import run_all_command, run_command
@@ -65,6 +66,7 @@ app.command("train")(train_command)
 app.add_typer(leaderboard_app, name="leaderboard")
 app.add_typer(webshop_app, name="webshop")
 app.add_typer(image_app, name="image")
+app.add_typer(mcp_app, name="mcp")
 app.command("new-family")(new_family_command)
 app.command("serve")(serve_command)
 

@@ -16,6 +16,6 @@ __getattr__, __dir__, __all__ = lazy_exports(
     {
         "client": ("MCPConnection", "MCPServerError", "MCPToolResult", "openai_tools"),
         "env": ("MCP_ID", "MCPEnv", "load_tasks"),
-        "server": ("EnvSessions", "build_server", "serve"),
+        "server": ("EnvSessions", "HTTPServer", "build_server", "serve", "start_http"),
     },
 )
