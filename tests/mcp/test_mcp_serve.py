@@ -12,11 +12,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from envgym.agents.solvers.service import Solver
 from mcp.client.client import Client
 from typer.testing import CliRunner
 
 import envgym
-from envgym.agents.solvers.service import Solver
 from envgym.cli import app
 from envgym.mcp import MCPConnection
 from envgym.mcp.server import HTTPServer, build_server
