@@ -234,11 +234,14 @@ class SearchEnv(ToolTextEnv):
             self._last = self._search(args["query"])
             return Transition(self._last)
         if name == "open":
-            index = self.world.find(args["title"])
+            wanted = args["title"][:500]
+            index = self.world.find(wanted)
+            if index is None and wanted.lower().startswith("the "):  # "the Tarvo X3", as questions write it
+                index = self.world.find(wanted[4:])
             if index is None:
-                close = [self.world.title(i) for i in self.index.search(args["title"], 3)]
+                close = [self.world.title(i) for i in self.index.search(wanted, 3)]
                 hint = f" Closest titles: {'; '.join(close)}." if close else " Search for it first."
-                raise InvalidAction(f"Tool error (open): no article is titled {args['title'][:80]!r}.{hint}")
+                raise InvalidAction(f"Tool error (open): no article is titled {wanted[:80]!r}.{hint}")
             self._calls += 1
             title = self.world.title(index)
             self._note(title)
