@@ -99,9 +99,12 @@ def run_command(
 @image_app.command("list")
 @handle_errors
 def list_command() -> None:
-    """Show the running containers started by `envgym image run` or the harness."""
-    for container in _images().containers():
-        typer.echo(container)
+    """Show the family images here, then the containers running from them."""
+    images = _images()
+    for row in images.family_images():
+        typer.echo(f"{row['tag']}\t{row['family']}\t{row['id']}\t{row['size']}")
+    for container in images.containers():
+        typer.echo(f"container {container}")
 
 
 @image_app.command("fetch")

@@ -82,6 +82,7 @@ __all__ = [
     "debian_closure",
     "describe",
     "family_image",
+    "family_images",
     "fetch_debs",
     "image_tag",
     "python_distributions",
@@ -701,6 +702,20 @@ def containers(family: str | None = None) -> list[str]:
     """Ids of the containers (running or not) that :func:`running` started, of one family or all."""
     label = f"{LABEL_FAMILY}={family}" if family else LABEL_OWNER
     return _docker("ps", "-a", "--quiet", "--filter", f"label={label}").split()
+
+
+def family_images() -> list[dict[str, str]]:
+    """The family images here (``docker images`` with the family label): tag, family, id, size."""
+    listed = _docker(
+        "images", "--filter", f"label={LABEL_FAMILY}", "--format", "{{.Repository}}:{{.Tag}}\t{{.ID}}\t{{.Size}}"
+    )
+    rows = []
+    for line in listed.splitlines():
+        tag, image_id, size = line.split("\t")
+        if not tag.endswith(":<none>"):
+            family = (_image_labels(tag) or {}).get(LABEL_FAMILY, "")
+            rows.append({"tag": tag, "family": family, "id": image_id, "size": size})
+    return sorted(rows, key=lambda row: row["tag"])
 
 
 def describe(result: BuildResult) -> dict[str, object]:
