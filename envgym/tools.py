@@ -62,6 +62,7 @@ __all__ = [
     "tool_names",
     "tool_result",
     "tool_schemas",
+    "tools_card",
     "validate_arguments",
 ]
 
@@ -349,6 +350,32 @@ def tool_schemas(tools: Iterable[Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _type_text(schema: Mapping[str, Any]) -> str:
+    if "enum" in schema:
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    kinds = list(_kinds(schema)) or ["any"]
+    if "items" in schema and isinstance(schema["items"], Mapping):
+        kinds = [f"array[{_type_text(schema['items'])}]" if k == "array" else k for k in kinds]
+    return " | ".join(kinds)
+
+
+def tools_card(tools: Iterable[Mapping[str, Any]], *, title: str = "Tools") -> str:
+    """An env card section listing function schemas: ``**Tools.**`` then one bullet per tool with
+    its signature (``?`` marks an optional argument) and description."""
+    lines = [f'**{title}.** In ``info["tools"]`` as OpenAI function schemas (docs/tools.md):', ""]
+    for schema in tools:
+        spec = schema.get("function", schema)
+        params = spec.get("parameters") or {}
+        required = set(params.get("required", ()))
+        args = ", ".join(
+            f"{name}{'' if name in required else '?'}: {_type_text(sub)}"
+            for name, sub in (params.get("properties") or {}).items()
+        )
+        description = " ".join(str(spec.get("description", "")).split())
+        lines.append(f"* ``{spec['name']}({args})``: {description}".rstrip(": "))
+    return "\n".join(lines)
+
+
 def tool_names(tools: Iterable[Mapping[str, Any]]) -> list[str]:
     """The names of OpenAI function schemas, in order."""
     return [s["function"]["name"] if "function" in s else s["name"] for s in tools]
@@ -522,7 +549,7 @@ def _one_call(item: Any, index: Mapping[str, Mapping[str, Any]], *, legacy: bool
     elif legacy and "tool" in item:
         deprecation = True
         name = item["tool"]
-        if set(item) <= {"tool", "arguments"} and isinstance(item.get("arguments", {}), dict):
+        if set(item) <= {"tool", "arguments"}:
             arguments = item.get("arguments", {})
         else:
             arguments = {k: v for k, v in item.items() if k != "tool"}

@@ -173,7 +173,7 @@ class Solver(Policy):
     # ------------------------------------------------------------------ actions
     def _call(self, name: str, **arguments: Any) -> str:
         self.tried.add(json.dumps([name, arguments], sort_keys=True))
-        return json.dumps({"tool": name, "arguments": arguments})
+        return json.dumps({"name": name, "arguments": arguments})
 
     def _tried(self, name: str, **arguments: Any) -> bool:
         return json.dumps([name, arguments], sort_keys=True) in self.tried

@@ -111,7 +111,7 @@ class Solver(Policy):
 
     # ------------------------------------------------------------------ steps
     def _call(self, name: str, **arguments: Any) -> Generator[str, str, Any]:
-        observation = yield json.dumps({"tool": name, "arguments": arguments})
+        observation = yield json.dumps({"name": name, "arguments": arguments})
         return _tool_result(observation)
 
     def _say(self, text: str) -> Generator[str, str, str]:

@@ -128,7 +128,7 @@ class Solver(Policy):
     # ------------------------------------------------------------------ helpers
     @staticmethod
     def _call(name: str, **arguments: Any) -> Generator[str, str, Any]:
-        observation = yield json.dumps({"tool": name, "arguments": arguments})
+        observation = yield json.dumps({"name": name, "arguments": arguments})
         return _result(observation)
 
     @staticmethod

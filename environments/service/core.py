@@ -27,12 +27,13 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
-import math
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from envgym.tools import ToolCallError, strict_parameters, validate_arguments
 
 __all__ = [
     "AFFIRM",
@@ -47,19 +48,10 @@ __all__ = [
     "canonical_hash",
     "grade",
     "normalise",
-    "validate_arguments",
 ]
 
 #: The grading criteria a task may name in its ``reward_basis``, in report order.
 BASIS: tuple[str, ...] = ("DB", "COMMUNICATE", "ACTION", "POLICY")
-_TYPES: dict[str, tuple[type, ...]] = {
-    "string": (str,),
-    "integer": (int,),
-    "number": (int, float),
-    "boolean": (bool,),
-    "array": (list, tuple),
-    "object": (dict,),
-}
 
 
 class ToolError(Exception):
@@ -70,42 +62,6 @@ def canonical_hash(data: Any) -> str:
     """sha256 of ``data`` as canonical JSON (sorted keys, no spaces): the state's identity."""
     text = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _check_value(value: Any, schema: Mapping[str, Any], where: str) -> None:
-    kind = schema.get("type")
-    if kind is not None:
-        allowed = _TYPES[kind]
-        if isinstance(value, bool) and kind in ("integer", "number"):
-            raise ToolError(f"{where}: expected {kind}, got a boolean {value!r}.")
-        if not isinstance(value, allowed):
-            raise ToolError(f"{where}: expected {kind}, got {type(value).__name__} {value!r:.60}.")
-        if kind == "number" and not math.isfinite(float(value)):
-            raise ToolError(f"{where}: expected a finite number, got {value!r}.")
-    if "enum" in schema and value not in schema["enum"]:
-        choices = ", ".join(repr(c) for c in schema["enum"])
-        raise ToolError(f"{where}: expected one of {choices}, got {value!r:.60}.")
-    if kind == "array" and "items" in schema:
-        for i, item in enumerate(value):
-            _check_value(item, schema["items"], f"{where}[{i}]")
-    if kind == "object" and "properties" in schema:
-        validate_arguments(schema, value, where=where)
-
-
-def validate_arguments(schema: Mapping[str, Any], arguments: Any, *, where: str = "arguments") -> dict[str, Any]:
-    """Check ``arguments`` against an ``object`` JSON schema (types, enums, required, no extras)."""
-    if not isinstance(arguments, Mapping):
-        raise ToolError(f"{where}: expected a JSON object, got {type(arguments).__name__} {arguments!r:.60}.")
-    properties: Mapping[str, Any] = schema.get("properties", {})
-    unknown = sorted(set(arguments) - set(properties))
-    if unknown:
-        raise ToolError(f"{where}: unknown argument(s) {unknown}; expected {sorted(properties) or 'none'}.")
-    missing = [name for name in schema.get("required", ()) if name not in arguments]
-    if missing:
-        raise ToolError(f"{where}: missing required argument(s) {missing}.")
-    for name, value in arguments.items():
-        _check_value(value, properties[name], f"{where}.{name}")
-    return dict(arguments)
 
 
 @dataclass(frozen=True)
@@ -140,9 +96,10 @@ class Tool:
     """A typed function over the world, described to the agent by a JSON schema.
 
     Attributes:
-        name: the tool's name (what the agent writes in ``{"tool": name, ...}``).
+        name: the tool's name (what the agent writes in ``{"name": name, "arguments": {...}}``).
         description: one or two sentences for the agent.
-        parameters: a JSON schema of ``type: object`` (properties, required).
+        parameters: a JSON schema of ``type: object`` (the subset :func:`envgym.tools.validate_arguments`
+            checks; objects that list ``properties`` take no other keys).
         fn: ``fn(world, **arguments) -> JSON-able result``; raises :class:`ToolError` to refuse.
         writes: the tool changes the world (a read tool never does; the grader checks policy on writes).
         side: ``"agent"`` (the agent's database) or ``"user"`` (the user's device, dual control).
@@ -156,13 +113,17 @@ class Tool:
     side: str = "agent"
 
     def schema(self) -> dict[str, Any]:
-        """The tool as an OpenAI-style function description."""
-        params = {"type": "object", "properties": {}, **dict(self.parameters)}
-        return {"name": self.name, "description": self.description, "parameters": params}
+        """The tool as an OpenAI function schema (``info["tools"]`` holds these)."""
+        parameters = strict_parameters(self.parameters)
+        function = {"name": self.name, "description": self.description, "parameters": parameters}
+        return {"type": "function", "function": function}
 
     def call(self, world: World, arguments: Any) -> Any:
         """Validate ``arguments`` and run the tool; :class:`ToolError` on bad arguments or a refusal."""
-        args = validate_arguments(self.parameters, arguments, where=f"{self.name} arguments")
+        try:
+            args = validate_arguments(self.parameters, arguments, where=f"{self.name} arguments")
+        except ToolCallError as err:
+            raise ToolError(err.detail) from None
         return self.fn(world, **args)
 
 

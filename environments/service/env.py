@@ -23,12 +23,12 @@ from envgym.environments.service.core import (
     ToolError,
     World,
     grade,
-    validate_arguments,
 )
 from envgym.environments.service.user import STOP, AgentFromSpec, LLMUser, ReplayUser, ScriptedUser
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import EnvgymError, InvalidKwargsError
+from envgym.tools import ToolCallError, loads_strict, parse_tool_calls, tool_schemas, tools_card
 
 __all__ = ["BASIS_COMPONENTS", "DONE_WORDS", "TEST_MODULUS", "ServiceEnv", "validate_tasks"]
 
@@ -60,13 +60,21 @@ class ServiceEnv(TextEnv):
     **Observation.** At reset the domain's policy, its tools as JSON schemas and the user's
     opening message; then the result of each tool call as JSON (or ``Tool error: ...``), or the
     user's reply to a message (in dual-control domains the user may first act on their device).
+    ``info["tools"]`` holds the domain's tools as OpenAI function schemas at reset and on every
+    step (``info["parallel_tool_calls"]`` is true).
 
-    **Actions.** One of:
+    **Actions.** One of (the dialect of docs/tools.md):
 
-    * call a tool: ``{"tool": "get_order_details", "arguments": {"order_id": "#W1234567"}}``; an
-      unknown tool or arguments that break its schema are an invalid action;
-    * write to the user: any other text (or ``{"message": "..."}``);
-    * end: ``done`` (or ``{"tool": "done"}``).
+    * call a tool: ``{"name": "get_order_details", "arguments": {"order_id": "#W1234567"}}``, or
+      several in one turn as a JSON array of such calls, run in order, each result on its own
+      ``Tool result (NAME): ...`` paragraph; an unknown tool or arguments that break its schema
+      are an invalid action (nothing of the turn runs) whose observation is the error;
+    * write to the user: any other text not starting with ``{`` or ``[`` (or
+      ``{"message": "..."}``);
+    * end: ``done`` (or ``{"name": "done"}``).
+
+    The old dialect ``{"tool": NAME, "arguments": {...}}`` (and ``{"tool": "done"}``) is still
+    accepted in this release, with ``info["deprecation"]`` saying what to write instead.
 
     **Reward components.** Grading (:func:`.core.grade`) follows tau2-bench: ``db_reward`` (the
     final database equal to the one the gold calls give), ``communicate_reward`` (required
@@ -103,7 +111,8 @@ class ServiceEnv(TextEnv):
       ``split`` (``train`` / ``test``: tasks partitioned by a fingerprint of their content, 1 in
       5 is a test task), ``render_mode``.
 
-    **Version history.** ``v0``: first release.
+    **Version history.** ``v0``: first release; tool calls in the dialect of docs/tools.md
+    (``{"name", "arguments"}``, arrays of calls), the ``{"tool": ...}`` form deprecated.
     """
 
     name: ClassVar[str] = "service"
@@ -123,7 +132,9 @@ class ServiceEnv(TextEnv):
         name = (kwargs or {}).get("domain")
         if not isinstance(name, str):
             return card
-        return f"{card}\n\n**Domain.** {inspect.getdoc(domain_class(name)) or name}"
+        domain = domain_class(name)
+        tools = tools_card(tool_schemas(t.schema() for t in domain().tools()))
+        return f"{card}\n\n**Domain.** {inspect.getdoc(domain) or name}\n\n{tools}"
 
     def __init__(
         self,
@@ -171,6 +182,9 @@ class ServiceEnv(TextEnv):
         self.user_replies = list(user_replies) if user_replies is not None else None
         self.max_errors = max_errors
         self._tools = self.domain.tool_map()
+        # One list for the whole env: every info["tools"] is this object (read it, do not mutate it).
+        self.tool_schemas: list[dict[str, Any]] = tool_schemas(t.schema() for t in self._tools.values())
+        self._deprecation: str | None = None
         self.world: World | None = None
         self.start: World | None = None
         self.service_task: ServiceTask | None = None
@@ -240,14 +254,14 @@ class ServiceEnv(TextEnv):
         )
 
     def _intro(self) -> str:
-        schemas = "\n".join(json.dumps(t.schema(), sort_keys=True) for t in self.domain.tools())
+        schemas = "\n".join(json.dumps(s["function"], sort_keys=True) for s in self.tool_schemas)
         return (
             f"You are a customer service agent for {self.domain.title}. Follow the policy below.\n\n"
             f"# Policy\n{self.domain.policy.strip()}\n\n"
             f"# Tools (one JSON schema a line)\n{schemas}\n\n"
-            "# How to act\nEach turn do exactly one thing: call a tool with "
-            '{"tool": "<name>", "arguments": {...}}, write a message to the user (plain text), or write done '
-            "when the conversation is over."
+            "# How to act\nEach turn do one thing: call a tool with "
+            '{"name": "<tool>", "arguments": {...}} (or several tools at once: a JSON array of such calls), '
+            "write a message to the user (plain text), or write done when the conversation is over."
         )
 
     def _observe(self) -> str:
@@ -262,32 +276,41 @@ class ServiceEnv(TextEnv):
             raise InvalidAction("empty action: call a tool, write to the user, or write done.")
         if text.lower() in DONE_WORDS:
             return ("done", None)
-        if text.startswith("{"):
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise InvalidAction(f"the action starts with '{{' but is not valid JSON ({err.msg}).") from None
-            if not isinstance(data, dict):
-                raise InvalidAction("a JSON action must be an object.")
-            if "tool" in data:
-                name = data["tool"]
-                if name == "done":
-                    return ("done", None)
-                if not isinstance(name, str) or name not in self._tools:
-                    raise InvalidAction(f"unknown tool {name!r}; tools: {', '.join(sorted(self._tools))}.")
-                arguments = data.get("arguments", {})
-                extra = sorted(set(data) - {"tool", "arguments"})
-                if extra:
-                    raise InvalidAction(f"a tool call has only 'tool' and 'arguments', got also {extra}.")
-                try:
-                    validate_arguments(self._tools[name].parameters, arguments, where=f"{name} arguments")
-                except ToolError as err:
-                    raise InvalidAction(str(err)) from None
-                return ("tool", ToolCall(name, dict(arguments)))
-            if "message" in data and isinstance(data["message"], str) and data["message"].strip():
-                return ("message", data["message"].strip())
-            raise InvalidAction('a JSON action is {"tool": ..., "arguments": {...}} or {"message": "..."}.')
+        if text.startswith(("{", "[")):
+            return self._parse_calls(text)
         return ("message", text)
+
+    def _parse_calls(self, text: str) -> tuple[str, Any]:
+        """A JSON action: tool calls (one, or an array), ``{"message": ...}`` or a JSON ``done``."""
+        try:
+            data = loads_strict(text)
+        except ToolCallError as err:
+            raise InvalidAction(str(err)) from None
+        if isinstance(data, dict):
+            legacy = "tool" in data and "name" not in data
+            if legacy:
+                self._deprecation = (
+                    '{"tool": ...} calls are deprecated and will be refused in the next release; write '
+                    '{"name": "<tool>", "arguments": {...}} instead (docs/tools.md).'
+                )
+            if data.get("tool" if legacy else "name") == "done":
+                return ("done", None)
+            if not legacy and "name" not in data and "function" not in data:
+                message = data.get("message")
+                if isinstance(message, str) and message.strip():
+                    return ("message", message.strip())
+                raise InvalidAction('a JSON action is {"name": ..., "arguments": {...}} or {"message": "..."}.')
+        try:
+            calls = parse_tool_calls(text, self.tool_schemas, parallel=True, legacy=True)
+        except ToolCallError as err:
+            if self._deprecation is not None and err.tool is not None:
+                # An old-dialect call gets the words it always got (published bundles replay them).
+                raise InvalidAction(f"{err.tool} {err.detail}") from None
+            raise InvalidAction(str(err)) from None
+        notes = [c.deprecation for c in calls if c.deprecation]
+        if notes:
+            self._deprecation = notes[0]
+        return ("tools", [ToolCall(c.name, dict(c.arguments)) for c in calls])
 
     def _finish(self, observation: str) -> Transition:
         assert self.service_task is not None and self.start is not None and self.world is not None
@@ -302,27 +325,14 @@ class ServiceEnv(TextEnv):
         kind, value = action
         if kind == "done":
             return self._finish("The conversation is over.")
-        if kind == "tool":
-            call: ToolCall = value
-            before = self.world.copy() if self._tools[call.name].writes else None
-            try:
-                result = self.domain.run(self.world, call)
-            except ToolError as err:
-                self.errors += 1
-                text = f"Tool error: {err}"
-                self.transcript.append({"role": "tool", "name": call.name, "text": text})
-                if self.errors >= self.max_errors:
-                    return Transition(
-                        f"{text}\nToo many tool errors ({self.errors}): the episode ends.", terminated=True
-                    )
-                return Transition(self._observe())
-            self.calls.append(call)
-            if before is not None:
-                self.violations.extend(self.domain.violations(before, call, result))
-                if self.domain.confirm_writes and not self._user_said_yes():
-                    self.violations.append(f"{call.name}: a change made without the user's explicit yes")
-            self.transcript.append({"role": "tool", "name": call.name, "text": json.dumps(result, sort_keys=True)})
-            return Transition(self._observe())
+        if kind == "tools":
+            results: list[str] = []
+            for call in value:
+                if not self._run_call(call):
+                    ended = f"{self.transcript[-1]['text']}\nToo many tool errors ({self.errors}): the episode ends."
+                    return Transition("\n\n".join([*results, ended]), terminated=True)
+                results.append(self._observe())
+            return Transition("\n\n".join(results))
         message: str = value
         self.messages.append(message)
         self.transcript.append({"role": "assistant", "text": message})
@@ -334,6 +344,25 @@ class ServiceEnv(TextEnv):
         if reply.stop:
             return self._finish(self._observe())
         return Transition(self._observe())
+
+    def _run_call(self, call: ToolCall) -> bool:
+        """Run one tool call and record its result in the transcript; False when it was the
+        ``max_errors``-th tool error (the episode ends)."""
+        assert self.world is not None
+        before = self.world.copy() if self._tools[call.name].writes else None
+        try:
+            result = self.domain.run(self.world, call)
+        except ToolError as err:
+            self.errors += 1
+            self.transcript.append({"role": "tool", "name": call.name, "text": f"Tool error: {err}"})
+            return self.errors < self.max_errors
+        self.calls.append(call)
+        if before is not None:
+            self.violations.extend(self.domain.violations(before, call, result))
+            if self.domain.confirm_writes and not self._user_said_yes():
+                self.violations.append(f"{call.name}: a change made without the user's explicit yes")
+        self.transcript.append({"role": "tool", "name": call.name, "text": json.dumps(result, sort_keys=True)})
+        return True
 
     def _user_said_yes(self) -> bool:
         """The user's last words (after the agent had spoken to them) were an explicit yes."""
@@ -356,7 +385,7 @@ class ServiceEnv(TextEnv):
         arguments = {}
         for name, schema in tool.parameters.get("properties", {}).items():
             arguments[name] = _sample_value(schema, rng)
-        return json.dumps({"tool": tool.name, "arguments": arguments})
+        return json.dumps({"name": tool.name, "arguments": arguments})
 
     def _info(self, components: dict[str, float], valid: bool, success: bool, reason: Any) -> dict[str, Any]:
         info = super()._info(components, valid, success, reason)
@@ -364,6 +393,10 @@ class ServiceEnv(TextEnv):
         # LLM user's messages are recorded here, so a run that used one can be replayed (user_replies=...).
         info["user_reply"], self._user_reply = self._user_reply, None
         info["tool_errors"] = self.errors
+        info["tools"] = self.tool_schemas
+        info["parallel_tool_calls"] = True
+        if self._deprecation is not None:
+            info["deprecation"], self._deprecation = self._deprecation, None
         # The components task_reward is the product of (the task's tau2-bench reward_basis, by name).
         task = self.service_task
         info["task_reward_basis"] = [BASIS_COMPONENTS[b] for b in task.reward_basis] if task is not None else []

@@ -328,7 +328,7 @@ def test_policy_names_the_rules_the_tools_do_not_enforce() -> None:
     for kind in KINDS:
         assert f"``{kind}``" in card, kind
     schemas = {t.name: t.schema() for t in DOMAIN.tools()}
-    assert schemas["cancel_pending_order"]["parameters"]["properties"]["reason"]["enum"] == [
+    assert schemas["cancel_pending_order"]["function"]["parameters"]["properties"]["reason"]["enum"] == [
         "no longer needed",
         "ordered by mistake",
     ]

@@ -6,6 +6,7 @@ import json
 import random
 from typing import Any
 
+import jsonschema
 import pytest
 from envgym.environments.service.core import (
     Domain,
@@ -17,10 +18,12 @@ from envgym.environments.service.core import (
     World,
     canonical_hash,
     grade,
-    validate_arguments,
 )
 from envgym.environments.service.env import ServiceEnv
 from envgym.environments.service.user import STOP
+
+import envgym
+from envgym.tools import ToolCallError, validate_arguments
 
 MEMBER = {"type": "object", "properties": {"member_id": {"type": "string"}}, "required": ["member_id"]}
 LOAN = {
@@ -102,15 +105,16 @@ def seed_of(kind: str) -> int:
 
 
 def test_schema_validation_names_what_is_wrong() -> None:
-    with pytest.raises(ToolError, match="missing required argument"):
+    # The validator is envgym.tools' (one owner); a tool's own call turns its error into a ToolError.
+    with pytest.raises(ToolCallError, match="missing required argument"):
         validate_arguments(LOAN, {"member_id": "m1"})
-    with pytest.raises(ToolError, match="unknown argument"):
+    with pytest.raises(ToolCallError, match="unknown argument"):
         validate_arguments(MEMBER, {"member_id": "m1", "x": 1})
-    with pytest.raises(ToolError, match="expected string"):
+    with pytest.raises(ToolCallError, match="expected string"):
         validate_arguments(MEMBER, {"member_id": 5})
-    with pytest.raises(ToolError, match="expected integer, got a boolean"):
+    with pytest.raises(ToolCallError, match="expected integer, got a boolean"):
         validate_arguments({"properties": {"n": {"type": "integer"}}}, {"n": True})
-    with pytest.raises(ToolError, match="one of"):
+    with pytest.raises(ToolCallError, match="one of"):
         validate_arguments({"properties": {"c": {"type": "string", "enum": ["a", "b"]}}}, {"c": "z"})
     assert canonical_hash({"b": 1, "a": [1, 2]}) == canonical_hash({"a": [1, 2], "b": 1})
 
@@ -165,16 +169,17 @@ def test_wrong_state_missing_information_and_violations_fail() -> None:
 
 
 def test_bad_actions_are_invalid_steps_and_tool_errors_count() -> None:
-    env, obs0 = make(seed_of("borrow"), max_errors=2)
+    env, _ = make(seed_of("borrow"), max_errors=2)
     for bad, why in (
         ('{"tool": "burn_books", "arguments": {}}', "unknown tool"),
         ('{"tool": "get_member", "arguments": {"member_id": 3}}', "expected string"),
         ('{"tool": "get_member"', "not valid JSON"),
-        ("[1, 2]", None),
+        ("[1, 2]", "call 0: expected a JSON object"),  # an array is tool calls (docs/tools.md)
+        ("(1, 2)", None),
         ("", "empty action"),
     ):
         obs, _, terminated, _, info = env.step(bad)
-        if why is None:  # text that is not a JSON object is a message to the user
+        if why is None:  # text that does not start with { or [ is a message to the user
             assert info["action_valid"] and obs.startswith("User:")
             continue
         assert not info["action_valid"] and why in obs and not terminated
@@ -223,3 +228,138 @@ def test_validate_tasks_proves_every_task_solvable_and_names_a_broken_one() -> N
 
     problems = validate_tasks(OverLimit(), range(20), split="train")
     assert problems and all("policy_reward" in p and "third book" in p for p in problems)
+
+
+# --------------------------------------------------------------------------- the dialect (docs/tools.md)
+def call(name: str, **arguments: object) -> str:
+    return json.dumps({"name": name, "arguments": arguments})
+
+
+def test_info_tools_are_valid_function_schemas_shared_across_steps() -> None:
+    env, _ = make(seed_of("borrow"))
+    _, info0 = env.reset(seed=seed_of("borrow"))
+    *_, info1 = env.step("What is your member id?")
+    assert info0["tools"] is info1["tools"] is env.tool_schemas  # one list, not a copy per step
+    assert info0["parallel_tool_calls"] is True and "deprecation" not in info1
+    assert [s["function"]["name"] for s in info0["tools"]] == ["get_member", "borrow_book"]
+    for schema in info0["tools"]:
+        assert schema["type"] == "function" and schema["function"]["description"]
+        jsonschema.Draft202012Validator.check_schema(schema["function"]["parameters"])
+        assert schema["function"]["parameters"]["additionalProperties"] is False
+
+
+@pytest.mark.parametrize(
+    "env_id", ["envgym/Service-Retail-v0", "envgym/Service-Travel-v0", "envgym/Service-Telecom-v0"]
+)
+def test_every_domains_tools_validate_against_the_metaschema_and_the_card_lists_them(env_id: str) -> None:
+    env = envgym.make(env_id)
+    _, info = env.reset(seed=0)
+    names = [s["function"]["name"] for s in info["tools"]]
+    assert len(names) == len(set(names)) >= 8
+    for schema in info["tools"]:
+        jsonschema.Draft202012Validator.check_schema(schema["function"]["parameters"])
+    from envgym.cli._catalog import _card, load_entry_point
+
+    spec = envgym.spec(env_id)
+    text = _card(load_entry_point(spec), spec)  # the card `envgym info` shows
+    assert "**Tools.**" in text
+    assert all(f"``{name}(" in text for name in names)
+    env.close()
+
+
+def test_the_new_dialect_runs_tools_and_the_prompt_teaches_it() -> None:
+    env, obs = make(seed_of("borrow"))
+    assert '{"name": "<tool>", "arguments": {...}}' in obs and '{"tool"' not in obs
+    obs, _, _, _, info = env.step(call("get_member", member_id="m1"))
+    assert info["action_valid"] and obs.startswith("Tool result (get_member): {") and "deprecation" not in info
+    book = env.service_task.gold_actions[0].arguments["book_id"]
+    env.step(f"Shall I lend you {book}?")
+    # OpenAI's wire shape (arguments as a JSON string) is read too
+    wire = {
+        "type": "function",
+        "function": {"name": "borrow_book", "arguments": json.dumps({"member_id": "m1", "book_id": book})},
+    }
+    obs, _, _, _, info = env.step(json.dumps(wire))
+    assert info["action_valid"] and obs.startswith("Tool result (borrow_book):")
+    obs, reward, terminated, _, info = env.step(f"Done: {book} is yours, due in 14 days.")
+    assert terminated and info["success"] and reward == 1.0
+
+
+def test_several_calls_in_one_turn_run_in_order_each_with_its_result() -> None:
+    env, _ = make(seed_of("borrow"))
+    two = json.dumps(
+        [
+            {"name": "get_member", "arguments": {"member_id": "m1"}},
+            {"name": "get_member", "arguments": {"member_id": "m9"}},
+        ]
+    )
+    obs, _, terminated, _, info = env.step(two)
+    first, second = obs.split("\n\n")
+    assert first.startswith("Tool result (get_member): {") and "Ann" in first
+    assert second == "Tool result (get_member): Tool error: no member 'm9'"
+    assert info["action_valid"] and info["tool_errors"] == 1 and not terminated and info["turn"] == 1
+    # one bad call refuses the whole turn: nothing of it runs
+    bad = json.dumps(
+        [{"name": "get_member", "arguments": {"member_id": "m9"}}, {"name": "get_member", "arguments": {}}]
+    )
+    obs, _, _, _, info = env.step(bad)
+    assert not info["action_valid"] and info["tool_errors"] == 1
+    assert "Tool error (get_member): arguments: missing required argument(s) ['member_id']." in obs
+
+
+def test_the_max_errors_th_error_in_an_array_ends_the_episode_there() -> None:
+    env, _ = make(seed_of("borrow"), max_errors=2)
+    calls = [{"name": "get_member", "arguments": {"member_id": m}} for m in ("m1", "m8", "m9", "m1")]
+    obs, _, terminated, _, info = env.step(json.dumps(calls))
+    assert terminated and not info["success"] and info["tool_errors"] == 2
+    assert obs.count("Tool result (get_member)") == 2 and obs.endswith("Too many tool errors (2): the episode ends.")
+
+
+def test_schema_errors_are_invalid_steps_phrased_as_the_tools_result() -> None:
+    env, _ = make(seed_of("borrow"))
+    for bad, expected in (
+        (call("get_member", member_id=3), "Tool error (get_member): arguments.member_id: expected string, got int 3."),
+        (call("get_member"), "Tool error (get_member): arguments: missing required argument(s) ['member_id']."),
+        (
+            call("get_membr", member_id="m1"),
+            "Tool error: unknown tool 'get_membr'; tools: borrow_book, get_member. Did you mean 'get_member'?",
+        ),
+        ('{"name": "get_member", "arguments": {"member_id": NaN}}', "Tool error: not valid JSON"),
+        ("[" * 100 + "]" * 100, "Tool error: the call nests arrays/objects more than 32 deep."),
+    ):
+        obs, _, terminated, _, info = env.step(bad)
+        assert not info["action_valid"] and not terminated and expected in obs, obs
+    assert env.errors == 0 and env.calls == []
+
+
+def test_the_old_dialect_still_works_with_a_deprecation_note_and_its_old_error_words() -> None:
+    env, _ = make(seed_of("borrow"))
+    obs, _, _, _, info = env.step('{"tool": "get_member", "arguments": {"member_id": "m1"}}')
+    assert info["action_valid"] and obs.startswith("Tool result (get_member): {")
+    assert '{"name": "get_member", "arguments": {"member_id": ...}}' in info["deprecation"]
+    *_, info = env.step("Anything else?")
+    assert "deprecation" not in info  # the note is about the step that used the old form
+    # schema errors of old-form calls read as they did (published bundles replay these words)
+    obs, *_, info = env.step('{"tool": "get_member", "arguments": {"member_id": 3}}')
+    assert "get_member arguments.member_id: expected string, got int 3." in obs and "deprecation" in info
+    *_, terminated, _, info = env.step('{"tool": "done"}')
+    assert terminated and "deprecation" in info
+
+
+def test_random_actions_and_the_oracle_speak_the_new_dialect() -> None:
+    from envgym.agents.solvers.service_retail import Solver
+
+    env = envgym.make("envgym/Service-Retail-v0").unwrapped
+    obs, info = env.reset(seed=3)
+    rng = random.Random(0)
+    sampled = [env.sample_action(rng) for _ in range(40)]
+    calls = [a for a in sampled if a.startswith("{")]
+    assert len(calls) > 10 and all(json.loads(a).keys() == {"name", "arguments"} for a in calls)
+    solver, acted = Solver("envgym/Service-Retail-v0", 3), []
+    terminated = truncated = False
+    while not (terminated or truncated):
+        action = solver.act(obs, info)
+        acted.append(action)
+        obs, _, terminated, truncated, info = env.step(action)
+        assert "deprecation" not in info
+    assert info["success"] and any(json.loads(a).keys() == {"name", "arguments"} for a in acted if a.startswith("{"))
