@@ -514,3 +514,17 @@ def test_serve_quick_json() -> None:
     openenv = report["openenv"]
     assert openenv["errors"] == 0 and openenv["envgym_steps_per_s"] > 0 and openenv["openenv_steps_per_s"] > 0
     assert openenv["ratio"] == pytest.approx(openenv["envgym_steps_per_s"] / openenv["openenv_steps_per_s"])
+
+
+# ---------------------------------------------------------------- tools.py
+def test_tools_quick_json() -> None:
+    proc = run_script("tools.py", "--quick", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["size"] == "small" and set(report["speed"]) == set(load_script("tools.py").IDS)
+    for row in report["speed"].values():
+        assert row["reset_ms"] > 0 and row["steps_per_s"] > 0 and row["episodes"] >= 1
+    latency = report["latency"]
+    assert latency["events"] == 2_000
+    assert len(latency["templates"]) == 9
+    assert all(0 < row["p50_ms"] <= row["max_ms"] for row in latency["templates"].values())
