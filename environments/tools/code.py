@@ -14,7 +14,7 @@ from envgym.environments.tools.toolenv import ToolTextEnv, call_text
 from envgym.core import InvalidAction, Task, Transition
 from envgym.errors import InvalidKwargsError, MissingDependencyError, NotAvailableError
 from envgym.sandbox import Limits, Sandbox, sandbox_class
-from envgym.tools import ToolCall
+from envgym.tools import ToolCall, tool_result
 
 __all__ = ["EFFICIENCY_MAX", "CodeEnv"]
 
@@ -239,16 +239,16 @@ class CodeEnv(ToolTextEnv):
             result = box.run(f"python3 {SCRIPT}")
             status = "killed" if result.exit_code is None else f"exit code {result.exit_code}"
             note = f" ({result.note})" if result.note else ""
-            self._last = f"Tool result (run_python): {status}{note}\n{_clip(result.output)}"
+            self._last = tool_result("run_python", f"{status}{note}\n{_clip(result.output)}")
             return Transition(self._last)
         value = call.arguments["value"]
         if isinstance(value, str) and len(value) > MAX_ANSWER:
             raise InvalidAction(f"Tool error (answer): the answer is {len(value)} characters; at most {MAX_ANSWER}.")
         right = answer_matches(value, self.current)
         efficiency = EFFICIENCY_MAX * min(1.0, 1 / max(self._runs, 1)) if right else 0.0
-        self._last = (
-            f"Tool result (answer): {'Correct' if right else 'Incorrect'}. The answer is {self.current.answer}; "
-            f"{self._runs} run(s) of code."
+        self._last = tool_result(
+            "answer",
+            f"{'Correct' if right else 'Incorrect'}. The answer is {self.current.answer}; {self._runs} run(s) of code.",
         )
         self._close_box()
         return Transition(

@@ -26,7 +26,7 @@ from envgym.environments.webshop.search import SearchIndex
 from envgym.core import InvalidAction, Task, Transition
 from envgym.errors import InvalidKwargsError
 from envgym.models import cache_dir as envgym_cache_dir
-from envgym.tools import ToolCall
+from envgym.tools import ToolCall, tool_result
 
 __all__ = ["EFFICIENCY_MAX", "SearchEnv", "search_latency", "shared_encyclopedia"]
 
@@ -245,14 +245,14 @@ class SearchEnv(ToolTextEnv):
             self._calls += 1
             title = self.world.title(index)
             self._note(title)
-            self._last = f"Tool result (open): {title}\n{self.world.article(index)}"
+            self._last = tool_result("open", f"{title}\n{self.world.article(index)}")
             return Transition(self._last)
         return self._answer(args["text"])
 
     def _search(self, query: str) -> str:
         ids = self.index.search(query[:500], TOP_K)
         if not ids:
-            return f"Tool result (search): no article matches {query[:80]!r}."
+            return tool_result("search", f"no article matches {query[:80]!r}.")
         lines = []
         for rank, i in enumerate(ids, 1):
             title = self.world.title(i)
@@ -260,7 +260,7 @@ class SearchEnv(ToolTextEnv):
             text = self.world.article(i)
             snippet = text if len(text) <= SNIPPET_CHARS else text[: SNIPPET_CHARS - 3] + "..."
             lines.append(f"{rank}. {title}: {snippet}")
-        return "Tool result (search):\n" + "\n".join(lines)
+        return tool_result("search", "\n" + "\n".join(lines))
 
     def _note(self, title: str) -> None:
         if title not in self._seen:
@@ -275,9 +275,10 @@ class SearchEnv(ToolTextEnv):
         f1 = f1_score(text, gold)
         efficiency = EFFICIENCY_MAX * min(1.0, self.question.hops / max(self._calls, 1)) if exact else 0.0
         verdict = "Correct" if exact else "Incorrect"
-        self._last = (
-            f"Tool result (answer): {verdict}. The answer is {gold}. Token F1 {f1:.2f}; "
-            f"{self._calls} search/open call(s) for a {self.question.hops}-hop question."
+        self._last = tool_result(
+            "answer",
+            f"{verdict}. The answer is {gold}. Token F1 {f1:.2f}; "
+            f"{self._calls} search/open call(s) for a {self.question.hops}-hop question.",
         )
         rewards = {"exact_match_reward": float(exact), "f1_reward": f1, "efficiency_reward": efficiency}
         return Transition(self._last, rewards, terminated=True, success=exact)

@@ -12,12 +12,13 @@ argument(s) ['query'].``). Subclasses list their tools in :meth:`ToolTextEnv.too
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from envgym.core import InvalidAction, TextEnv
-from envgym.tools import ToolCall, ToolCallError, parse_tool_calls, tool_schemas
+from envgym.tools import ToolCall, ToolCallError, parse_tool_calls, tool_schemas, tools_card
 
 __all__ = ["ToolTextEnv", "call_text"]
 
@@ -46,6 +47,11 @@ class ToolTextEnv(TextEnv):
         if cls.__dict__.get("_schemas") is None:
             cls._schemas = tool_schemas(cls.tool_functions())
         return cls._schemas  # type: ignore[return-value]
+
+    @classmethod
+    def env_card(cls, kwargs: Mapping[str, Any] | None = None) -> str:
+        """The class docstring, then the tools as ``info["tools"]`` lists them."""
+        return f"{inspect.getdoc(cls) or cls.__name__}\n\n{tools_card(cls.tools())}"
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if isinstance(action, str):
