@@ -65,7 +65,7 @@ def fix_tool_call(task: Any) -> str:
     while buggy.count(old) != 1 and before:
         context = before.pop()
         old, new = context + old, context + new
-    return json.dumps({"tool": "replace", "path": task.file, "old": old, "new": new})
+    return json.dumps({"name": "replace", "arguments": {"path": task.file, "old": old, "new": new}})
 
 
 class Solver(Policy):
@@ -80,7 +80,7 @@ class Solver(Policy):
         task_id = info.get("task", {}).get("id")
         structured = info.get("task", {}).get("tools") == "structured"
         if self._fixed_task == task_id:
-            return '{"tool": "submit"}' if structured else "submit"
+            return '{"name": "submit", "arguments": {}}' if structured else "submit"
         self._fixed_task = task_id
         task = _load_task(info)
         return fix_tool_call(task) if structured else fix_command(task)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import random
 import re
@@ -19,8 +20,9 @@ from envgym.environments.swe.tasks import SWETask, select_tasks
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import ConfigError, InvalidKwargsError, NotAvailableError, check_choice
 from envgym.sandbox import Limits, sandbox_class
+from envgym.tools import ToolCallError, parse_tool_calls, tool_error, tool_schemas, tools_card
 
-__all__ = ["SUBMIT_COMMANDS", "SWEEnv", "format_output", "grade", "restore_map"]
+__all__ = ["STRUCTURED_TOOLS", "SUBMIT_COMMANDS", "SWEEnv", "format_output", "grade", "restore_map"]
 
 #: Commands that end the episode and grade the workspace (mini-swe-agent's marker works too).
 SUBMIT_COMMANDS = ("submit", "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT")
@@ -29,7 +31,67 @@ MAX_COMMAND = 20_000
 _FENCE = re.compile(r"```[ \t]*(?:bash|sh|shell|console|mswea_bash_command)?[ \t]*\n(.*?)```", re.DOTALL)
 _TAG = re.compile(r"<\s*(action|command|mswea_bash_command)\s*>(.*?)(?:<\s*/\s*\1\s*>|$)", re.IGNORECASE | re.DOTALL)
 TOOLS = ("bash", "structured")
-_STRUCTURED = ("view", "replace", "search", "run_tests", "submit")
+_JSON_FENCE = re.compile(r"```[ \t]*json[ \t]*\n(.*?)```", re.DOTALL)
+_PATH = {"type": "string", "description": "a path relative to /workspace"}
+#: The tools of ``envgym/SWE-Tools-v0`` as OpenAI function schemas (``info["tools"]``; one shared
+#: list: read it, do not mutate it).
+STRUCTURED_TOOLS: list[dict[str, Any]] = tool_schemas(
+    [
+        {
+            "name": "view",
+            "description": "Show lines start..end of a file, numbered (100 lines from start when end is left out).",
+            "parameters": {
+                "properties": {
+                    "path": _PATH,
+                    "start": {"type": "integer", "minimum": 1, "description": "first line (default 1)"},
+                    "end": {"type": "integer", "minimum": 1, "description": "last line"},
+                },
+                "required": ["path"],
+            },
+        },
+        {
+            "name": "replace",
+            "description": "Replace the one occurrence of old by new in a file (old must occur exactly once).",
+            "parameters": {
+                "properties": {
+                    "path": _PATH,
+                    "old": {"type": "string", "minLength": 1, "description": "the exact text to replace"},
+                    "new": {"type": "string", "description": "the replacement"},
+                },
+                "required": ["path", "old", "new"],
+            },
+        },
+        {
+            "name": "search",
+            "description": "grep -rn a pattern (a basic regular expression) in the Python files under path.",
+            "parameters": {
+                "properties": {
+                    "pattern": {"type": "string", "description": "what to look for"},
+                    "path": {**_PATH, "description": "a file or folder relative to /workspace (default .)"},
+                },
+                "required": ["pattern"],
+            },
+        },
+        {
+            "name": "run_tests",
+            "description": "Run pytest on test ids or files (all the tests when none are given).",
+            "parameters": {
+                "properties": {
+                    "tests": {
+                        "type": "array",
+                        "items": {"type": "string", "minLength": 1},
+                        "description": "test ids (tests/test_x.py::test_y) or files",
+                    }
+                },
+            },
+        },
+        {
+            "name": "submit",
+            "description": "End the episode: the original tests are run on the workspace and graded.",
+            "parameters": {"properties": {}},
+        },
+    ]
+)
 
 
 _PYTEST_CLOCK = re.compile(
@@ -117,11 +179,16 @@ class SWEEnv(TextEnv):
     text), run in a fresh shell in ``/workspace`` (no network, resource limits, a
     ``command_timeout``). ``submit`` (or mini-swe-agent's ``echo
     COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT``) ends the episode and grades the workspace.
-    ``tools="structured"`` (``envgym/SWE-Tools-v0``): one JSON object per action:
-    ``{"tool": "view", "path": P, "start": 1, "end": 40}``, ``{"tool": "replace", "path": P,
-    "old": S, "new": S}`` (``old`` must occur exactly once), ``{"tool": "search", "pattern": S,
-    "path": "."}``, ``{"tool": "run_tests", "tests": [ids or files]}``, ``{"tool": "submit"}``.
-    Empty, oversized or NUL-holding commands and malformed tool calls are invalid steps.
+    ``tools="structured"`` (``envgym/SWE-Tools-v0``): one tool call per action in the dialect
+    of docs/tools.md, ``{"name": "view", "arguments": {"path": P, "start": 1, "end": 40}}``
+    (a ```` ```json ```` fenced block is read too); the tools (``view``, ``replace``, ``search``,
+    ``run_tests``, ``submit``) are in ``info["tools"]`` as OpenAI function schemas at reset and
+    on every step (``info["parallel_tool_calls"]`` is false: one call per turn) and listed in
+    the card of ``envgym/SWE-Tools-v0``. The old form ``{"tool": "view", "path": P, ...}`` is
+    still accepted in this release, with ``info["deprecation"]`` saying what to write instead.
+    Empty, oversized or NUL-holding commands and malformed tool calls (an unknown tool, arguments
+    that break its schema: the observation is the error, ``Tool error (view): ...``) are invalid
+    steps.
 
     **Reward components.** ``resolved_reward`` (1 when resolved), ``f2p_fraction_reward`` (the
     fraction of FAIL_TO_PASS tests passing), ``p2p_broken_reward`` (minus the number of
@@ -150,7 +217,8 @@ class SWEEnv(TextEnv):
     the episode: ``git apply`` on that start rebuilds the workspace (byte-code caches left out).
     Taken before grading, so edits to test files show too.
 
-    **Version history.** v0: first release (manifest format 1).
+    **Version history.** v0: first release (manifest format 1); the structured tools in the
+    dialect of docs/tools.md (``{"name", "arguments"}``), the ``{"tool": ...}`` form deprecated.
     """
 
     name: ClassVar[str] = "swe"
@@ -164,6 +232,14 @@ class SWEEnv(TextEnv):
     )
     reward_basis: ClassVar[tuple[str, ...]] = ("resolved_reward", "invalid_action_reward", "step_cost_reward")
     default_max_turns: ClassVar[int] = 50
+
+    @classmethod
+    def env_card(cls, kwargs: dict[str, Any] | None = None) -> str:
+        """The card; for ``tools="structured"`` (``envgym/SWE-Tools-v0``) its tools too."""
+        card = inspect.getdoc(cls) or cls.__name__
+        if (kwargs or {}).get("tools") == "structured":
+            card = f"{card}\n\n{tools_card(STRUCTURED_TOOLS)}"
+        return card
 
     def __init__(
         self,
@@ -230,6 +306,7 @@ class SWEEnv(TextEnv):
         self._last = ""
         self._raw = ""
         self._files: tuple[str, ...] = ()
+        self._deprecation: str | None = None
 
     # ------------------------------------------------------------------ sandbox
     def _open(self, task: SWETask) -> None:
@@ -302,12 +379,12 @@ class SWEEnv(TextEnv):
                 "command `submit`: the episode ends and the original tests are run on your code."
             )
         return head + (
-            "Each action is ONE JSON tool call:\n"
-            '  {"tool": "view", "path": "pkg/mod.py", "start": 1, "end": 60}\n'
-            '  {"tool": "replace", "path": "pkg/mod.py", "old": "exact text", "new": "replacement"}\n'
-            '  {"tool": "search", "pattern": "def name", "path": "."}\n'
-            '  {"tool": "run_tests", "tests": ["tests/test_x.py::test_y"]}\n'
-            '  {"tool": "submit"}   (ends the episode; the original tests are run on your code)'
+            'Each action is ONE JSON tool call {"name": ..., "arguments": {...}}:\n'
+            '  {"name": "view", "arguments": {"path": "pkg/mod.py", "start": 1, "end": 60}}\n'
+            '  {"name": "replace", "arguments": {"path": "pkg/mod.py", "old": "exact text", "new": "replacement"}}\n'
+            '  {"name": "search", "arguments": {"pattern": "def name", "path": "."}}\n'
+            '  {"name": "run_tests", "arguments": {"tests": ["tests/test_x.py::test_y"]}}\n'
+            '  {"name": "submit", "arguments": {}}   (ends the episode; the original tests are run on your code)'
         )
 
     def _observe(self) -> str:
@@ -325,6 +402,10 @@ class SWEEnv(TextEnv):
     def _command(self) -> str:
         """The command in the raw action text (fenced block, tag, or the text), whitespace kept."""
         text = self._raw
+        if self.tools == "structured":
+            json_fences = _JSON_FENCE.findall(text)
+            if json_fences:
+                return json_fences[-1].strip()
         fences = _FENCE.findall(text)
         if fences:
             command = fences[-1]
@@ -356,33 +437,16 @@ class SWEEnv(TextEnv):
         if command.strip() == "submit":
             return ("submit", {})
         try:
-            call = json.loads(command)
-        except ValueError:
-            raise InvalidAction(
-                'expected a JSON object such as {"tool": "view", "path": "pkg/mod.py", "start": 1, "end": 40}.'
-            ) from None
-        if not isinstance(call, dict) or not isinstance(call.get("tool"), str):
-            raise InvalidAction(f'expected a JSON object with a "tool" among {", ".join(_STRUCTURED)}.')
-        tool = call["tool"]
-        if tool not in _STRUCTURED:
-            raise InvalidAction(f"unknown tool {tool!r}; tools: {', '.join(_STRUCTURED)}.")
-        strings = {"view": ("path",), "replace": ("path", "old", "new"), "search": ("pattern",)}.get(tool, ())
-        for key in strings:
-            if not isinstance(call.get(key), str):
-                raise InvalidAction(f'the {tool} tool needs "{key}" as a string.')
-        if tool == "replace" and not call["old"]:
-            raise InvalidAction('the replace tool needs a non-empty "old" string.')
-        if tool == "view":
-            for key in ("start", "end"):
-                if key in call and (not isinstance(call[key], int) or isinstance(call[key], bool) or call[key] < 1):
-                    raise InvalidAction(f'"{key}" must be a positive line number.')
-        if tool == "run_tests":
-            tests = call.get("tests", [])
-            if not isinstance(tests, list) or not all(
-                isinstance(t, str) and t and not t.startswith("-") for t in tests
-            ):
-                raise InvalidAction('"tests" must be a list of test ids or files (not options).')
-        return (tool, call)
+            (call,) = parse_tool_calls(command, STRUCTURED_TOOLS, legacy=True)
+        except ToolCallError as err:
+            raise InvalidAction(str(err)) from None
+        self._deprecation = call.deprecation
+        arguments = dict(call.arguments)
+        if call.name == "run_tests" and any(t.startswith("-") for t in arguments.get("tests", ())):
+            raise InvalidAction(tool_error("run_tests", "arguments.tests: test ids or files, not options."))
+        if call.name == "search" and str(arguments.get("path", ".")).startswith("-"):
+            raise InvalidAction(tool_error("search", "arguments.path: a relative path, not an option."))
+        return (call.name, arguments)
 
     def _apply(self, action: tuple[str, dict[str, Any]]) -> Transition:
         tool, args = action
@@ -397,8 +461,6 @@ class SWEEnv(TextEnv):
             self._last = self._replace(args["path"], args["old"], args["new"])
         elif tool == "search":
             path = args.get("path", ".")
-            if not isinstance(path, str) or path.startswith("-"):
-                raise InvalidAction('"path" must be a relative path.')
             result = self.box.run(f"grep -rn --include='*.py' -e {shlex.quote(args['pattern'])} -- {shlex.quote(path)}")
             self._last = format_output(result.output, result.exit_code, self.output_limit, result.note)
         else:  # run_tests
@@ -472,6 +534,11 @@ class SWEEnv(TextEnv):
 
     def _info(self, components: dict[str, float], valid: bool, success: bool, reason: Any) -> dict[str, Any]:
         info = super()._info(components, valid, success, reason)
+        if self.tools == "structured":
+            info["tools"] = STRUCTURED_TOOLS
+            info["parallel_tool_calls"] = False
+            if self._deprecation is not None:
+                info["deprecation"], self._deprecation = self._deprecation, None
         if reason is not None and self.current is not None:
             info["model_patch"] = self._final_patch()
         if self.grading is not None and reason is not None:
@@ -482,15 +549,15 @@ class SWEEnv(TextEnv):
     def sample_action(self, rng: random.Random) -> str:
         """A plausible exploring action (read-only commands), or ``submit`` about one time in six."""
         if rng.random() < 1 / 6:
-            return "submit" if self.tools == "bash" else '{"tool": "submit"}'
+            return "submit" if self.tools == "bash" else '{"name": "submit", "arguments": {}}'
         files = self._files or ("README.rst",)
         path = rng.choice(files)
         if self.tools == "structured":
             start = rng.randint(1, 60)
             if rng.random() < 0.5:
-                return json.dumps({"tool": "view", "path": path, "start": start, "end": start + 20})
+                return json.dumps({"name": "view", "arguments": {"path": path, "start": start, "end": start + 20}})
             word = rng.choice(["def ", "return", "if ", "raise", "class "])
-            return json.dumps({"tool": "search", "pattern": word, "path": path})
+            return json.dumps({"name": "search", "arguments": {"pattern": word, "path": path}})
         quoted = shlex.quote(path)
         choices = [
             "ls",

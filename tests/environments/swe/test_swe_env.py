@@ -13,9 +13,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from envgym.agents.solvers.swe import Solver, fix_command
-from envgym.environments.swe.env import SWEEnv, format_output
+from envgym.environments.swe.env import STRUCTURED_TOOLS, SWEEnv, format_output
 from envgym.environments.swe.libraries import source_tree
 from envgym.environments.swe.tasks import select_tasks
 
@@ -47,6 +48,10 @@ def _play(env: SWEEnv, policy, task_id: str, limit: int = 6) -> tuple[float, dic
 class _Submit:
     def act(self, observation: str, info: dict) -> str:
         return "submit"
+
+
+def call(name: str, **arguments: Any) -> str:
+    return json.dumps({"name": name, "arguments": arguments})
 
 
 def _sample(split: str, n: int) -> list[str]:
@@ -206,22 +211,64 @@ def test_structured_tools_view_replace_search_and_submit() -> None:
         task_id = _sample("test", 2)[1]
         obs, info = env.reset(seed=0, options={"task_id": task_id})
         task = env.current
-        assert '{"tool": "view"' in obs and info["task"]["tools"] == "structured"
-        view, *_, vinfo = env.step(
-            json.dumps({"tool": "view", "path": task.file, "start": task.line, "end": task.line})
-        )
+        assert '{"name": "view", "arguments": {' in obs and '{"tool"' not in obs
+        assert info["task"]["tools"] == "structured" and info["tools"] is STRUCTURED_TOOLS
+        assert info["parallel_tool_calls"] is False
+        view, *_, vinfo = env.step(call("view", path=task.file, start=task.line, end=task.line))
         assert vinfo["action_valid"] and f"{task.line:6d}\t{task.mutated.splitlines()[0]}" in view
-        for bad in ["not json", '{"tool": "rm"}', '{"tool": "view"}', '{"tool": "view", "path": "../../etc/passwd"}',
-                    '{"tool": "view", "path": "nope.py"}', '{"tool": "replace", "path": "x", "old": "", "new": "y"}',
-                    '{"tool": "run_tests", "tests": ["--co"]}']:  # fmt: skip
-            *_, binfo = env.step(bad)
-            assert not binfo["action_valid"], bad
-        found, *_ = env.step(json.dumps({"tool": "search", "pattern": task.mutated.strip()[:20], "path": task.file}))
+        assert vinfo["tools"] is info["tools"] and "deprecation" not in vinfo
+        for bad, why in [
+            ("not json", "Tool error: not valid JSON"),
+            (call("rm"), "Tool error: unknown tool 'rm'; tools: replace, run_tests, search, submit, view."),
+            (call("view"), "Tool error (view): arguments: missing required argument(s) ['path']."),
+            (call("view", path=task.file, start=0), "Tool error (view): arguments.start: expected at least 1, got 0."),
+            (call("view", path="../../etc/passwd"), "cannot read"),
+            (call("view", path="nope.py"), "no file 'nope.py'"),
+            (call("replace", path="x", old="", new="y"), "arguments.old: expected at least 1 character(s), got 0."),
+            (
+                call("run_tests", tests=["--co"]),
+                "Tool error (run_tests): arguments.tests: test ids or files, not options.",
+            ),
+            (call("search", pattern="x", path="-r"), "Tool error (search): arguments.path: a relative path"),
+            (json.dumps([{"name": "submit", "arguments": {}}]), "one tool call per turn"),
+        ]:
+            obs, *_, binfo = env.step(bad)
+            assert not binfo["action_valid"] and why in obs, (bad, obs)
+        found, *_ = env.step(f"```json\n{call('search', pattern=task.mutated.strip()[:20], path=task.file)}\n```")
         assert f"{task.file}:{task.line}:" in found or f"{task.line}:" in found
         reward, info, obs = _play(env, Solver("envgym/SWE-Tools-v0", 0), task_id)
         assert reward == 1.0 and info["success"], obs
     finally:
         env.close()
+
+
+def test_the_old_tool_form_still_works_with_a_deprecation_note() -> None:
+    try:
+        env = envgym.make("envgym/SWE-Tools-v0", split="test").unwrapped
+    except envgym.errors.MissingDependencyError as err:
+        pytest.skip(str(err))
+    try:
+        task_id = _sample("test", 2)[1]
+        env.reset(seed=0, options={"task_id": task_id})
+        task = env.current
+        old, *_, info = env.step(json.dumps({"tool": "view", "path": task.file, "start": task.line, "end": task.line}))
+        new, *_, new_info = env.step(call("view", path=task.file, start=task.line, end=task.line))
+        assert old == new and info["action_valid"] and "deprecation" not in new_info
+        assert '{"name": "view", "arguments": {"path": ..., "start": ..., "end": ...}}' in info["deprecation"]
+        *_, info = env.step('{"tool": "view"}')
+        assert not info["action_valid"]
+        *_, terminated, _, info = env.step('{"tool": "submit"}')
+        assert terminated and "deprecation" in info and not info["success"]
+    finally:
+        env.close()
+
+
+def test_the_tools_card_and_schemas() -> None:
+    for schema in STRUCTURED_TOOLS:
+        jsonschema.Draft202012Validator.check_schema(schema["function"]["parameters"])
+    card = SWEEnv.env_card({"tools": "structured"})
+    assert "**Tools.**" in card and "``replace(path: string, old: string, new: string)``" in card
+    assert "**Tools.**" not in SWEEnv.env_card({"tools": "bash"})
 
 
 def test_bad_kwargs_name_the_choices() -> None:
