@@ -49,6 +49,7 @@ import re
 import shutil
 import subprocess
 import tarfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -438,7 +439,6 @@ def _ensure(
     if not force and labels is not None and labels.get(LABEL_INPUTS) == inputs:
         log.info("%s is up to date (inputs %s)", tag, inputs[:12])
         return _image_id(tag) or "", False
-    previous = _image_id(tag)
     docker = shutil.which("docker")
     assert docker is not None
     log.info("building %s (%d files)", tag, len(files))
@@ -451,17 +451,19 @@ def _ensure(
         stderr=subprocess.STDOUT,
     )
     assert process.stdin is not None and process.stdout is not None
+    # drained beside the upload: docker's progress lines must never fill the pipe and stall it
+    chunks: list[bytes] = []
+    reader = threading.Thread(target=lambda: chunks.extend(iter(lambda: process.stdout.read(65536), b"")), daemon=True)
+    reader.start()
     with contextlib.suppress(BrokenPipeError):
         for chunk in _context(dockerfile, files):
             process.stdin.write(chunk)
         process.stdin.close()
-    output = process.stdout.read().decode(errors="replace")
+    reader.join()
+    output = b"".join(chunks).decode(errors="replace")
     if process.wait() != 0:
         raise NotAvailableError(f"docker build of {tag} failed ({process.returncode}):\n{output[-3000:]}")
     image_id = _image_id(tag) or ""
-    if previous and previous != image_id:
-        # the old image of this tag, unless a container or a child image still uses it
-        subprocess.run([docker, "image", "rm", previous], capture_output=True, check=False)
     return image_id, True
 
 
@@ -484,14 +486,13 @@ def build(family: str, *, tag: str | None = None, force: bool = False) -> BuildR
         _docker("version", "--format", "{{.Server.Version}}")  # no engine: say that first
         raise NotAvailableError(f"the envgym images are built on {BASE_IMAGE}, which is missing: {BASE_HINT}.")
     deps = f"{_repository(tag)}:deps"
-    old_deps = _image_id(deps)
     dockerfile, files = _deps_inputs(image)
-    deps_id, deps_built = _ensure(deps, dockerfile, files, BASE_IMAGE, family, force)
+    _, deps_built = _ensure(deps, dockerfile, files, BASE_IMAGE, family, force)
     source = [(f"envgym/{rel}", path) for rel, path in envgym_files()]
     dockerfile = _final_dockerfile(image, deps, _served_ids(family))
     image_id, built = _ensure(tag, dockerfile, source, deps, family, force)
-    if old_deps and old_deps != deps_id:  # freed now that the old image on top of it is gone
-        _docker("image", "rm", old_deps, check=False)
+    if built or deps_built:  # the family's images this build replaced (untagged, unless a container runs one)
+        _docker("image", "prune", "--force", "--filter", f"label={LABEL_FAMILY}={family}", check=False)
     seconds = time.perf_counter() - started
     if built:
         log.info("built %s in %.1f s", tag, seconds)
