@@ -7,8 +7,10 @@ alone (``docker build --network none``; nothing is downloaded):
   ``python -m envgym.environments.swe.images build`` from Debian's packages; its ``python3`` is
   3.11, the minor version of the project's interpreter, so the installed wheels run unchanged);
 * Debian packages a family needs (:attr:`FamilyImage.debian`: bubblewrap for SWE, Chromium for
-  GUI) are installed by ``apt-get`` from the ``.deb`` files in this machine's apt cache, with
-  their dependencies that the base lacks (resolved over this machine's dpkg database);
+  GUI and WebShop; plus the owners of the libraries the Python extensions link, found by ``ldd``)
+  are installed by ``apt-get`` from the ``.deb`` files in this machine's apt cache, with their
+  dependencies that the base lacks (resolved over this machine's dpkg database). What the cache
+  lacks, ``envgym image fetch FAMILY`` downloads once, at setup time;
 * the Python distributions are the closure of envgym's requirements with the extras ``serve``
   and the family's own (what ``pip install envgym[serve,<family>]`` would install), copied file
   by file from this interpreter's installed ``RECORD`` lists into a virtual environment at
@@ -18,14 +20,17 @@ alone (``docker build --network none``; nothing is downloaded):
 
 (:mod:`envgym.serve._packages` works out the Python and Debian packages.)
 
-Every input (file contents, the Dockerfile, the base image's id) goes into one SHA-256 that the
-image carries as the label ``envgym.image.inputs``: a second build with the same inputs does
-nothing, and the layers that did not change (Debian packages, Python packages) come from Docker's
-cache when only envgym's source did.
+Two images per family: ``<name>:deps`` (Debian packages, Python packages, data) and the family
+image on top of it (envgym's source, the ``envgym serve`` command). Every input of each (file
+contents, the Dockerfile, the parent image's id) goes into one SHA-256 that the image carries as
+the label ``envgym.image.inputs``: a build whose inputs did not change does nothing, and a change
+of envgym's source alone rebuilds only the top image.
 
-:func:`running` starts an image as a container (port published on 127.0.0.1 only, memory, PID and
-CPU limits, no capabilities, a read-only root with a ``/tmp`` tmpfs), waits for ``/health``,
-yields the server's URL and removes the container when the block ends, whatever ends it.
+:func:`running` starts an image as a container (port published on 127.0.0.1 only, or an internal
+network with no route out; memory, PID and CPU limits, no capabilities, a read-only root with a
+``/tmp`` tmpfs), waits for ``/health``, yields the server's URL and removes the container when
+the block ends, whatever ends it; :func:`served_url` does it for a ``docker:FAMILY`` URL (the
+harness's ``--backend remote --url docker:FAMILY``).
 
 SWE inside Docker: each episode's commands still run in envgym's bwrap sandbox (own user, PID,
 network and mount namespaces, seccomp filter, no network), nested in the container. For bwrap to
