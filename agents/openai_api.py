@@ -11,6 +11,17 @@ honouring ``Retry-After``); any other 4xx is a mistake in the request and fails 
 retries are spent :class:`AgentRequestError` is raised; the runners record it as an agent error
 and retry the episode, so a flaky server never turns into a silent zero score.
 
+**Tools.** When an input's ``info["tools"]`` lists the env's tools (docs/tools.md), the request
+carries them (``tools=``, ``tool_choice: "auto"``) and the history goes as tool messages (an
+assistant turn that called tools has ``tool_calls``; the env's answer is a ``role: "tool"``
+message with the ``tool_call_id``; :func:`envgym.rollout.toolcalls.tool_messages`). The reply's
+``message.tool_calls`` are written into the reply text as ``<tool_call>`` blocks (the server's
+call ids kept), which the prompting layer turns into the env's action; ``extra["tool_calls"]``
+keeps them as they came. A server that refuses ``tools=`` (HTTP 400/404/422 to a request with
+tools) is asked again without them, and so is every later request of the agent
+(``tool_mode == "text"``, logged once and noted in every turn's ``extra["tool_mode"]``): the
+reply is then parsed as text, as for any env (``<tool_call>`` or ``<action>`` blocks).
+
 Example::
 
     agent = OpenAIAgent("Qwen/Qwen2.5-7B-Instruct", "http://127.0.0.1:8000/v1", concurrency=16)
@@ -20,6 +31,7 @@ from __future__ import annotations
 
 import email.utils
 import hashlib
+import json
 import logging
 import os
 import random
@@ -33,6 +45,7 @@ from typing import Any
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
 from envgym.rollout import Agent, AgentInput, AgentOutput
 from envgym.rollout.lm import stop_strings
+from envgym.rollout.toolcalls import render_tool_calls, tool_messages, tools_of
 
 __all__ = ["AgentRequestError", "OpenAIAgent", "parse_openai_spec"]
 
@@ -174,6 +187,39 @@ def _closing_tag_to_restore(text: str, stop: Sequence[str], choice: Mapping[str,
     return None if best is None else best[1]
 
 
+#: Statuses of a server that does not take ``tools=`` (vLLM without a tool parser answers 400).
+_NO_TOOLS_STATUS = frozenset({400, 404, 422})
+
+
+def _tool_calls(value: Any, reply_id: Any) -> list[dict[str, Any]]:
+    """``message.tool_calls`` of a reply as ``{"id", "name", "arguments"}`` each (arguments decoded
+    from their JSON string; a call whose arguments are not a JSON object keeps them as written,
+    under ``arguments["_raw"]``, so the env reports the error). Entries that are not function
+    calls are skipped; a call without an id gets ``<reply id>_<k>``."""
+    if not isinstance(value, list):
+        return []
+    calls = []
+    for k, entry in enumerate(value):
+        function = entry.get("function") if isinstance(entry, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            continue
+        raw = function.get("arguments", "{}")
+        arguments: Any = raw
+        if isinstance(raw, str):
+            try:
+                arguments = json.loads(raw) if raw.strip() else {}
+            except ValueError:
+                arguments = None
+        if not isinstance(arguments, dict):
+            arguments = {"_raw": raw if isinstance(raw, str) else json.dumps(raw)}
+        call_id = entry.get("id")
+        if not isinstance(call_id, str) or not call_id:
+            call_id = f"{reply_id if isinstance(reply_id, str) and reply_id else 'call'}_{k}"
+        calls.append({"id": call_id, "name": name, "arguments": arguments})
+    return calls
+
+
 def _int_list(value: Any) -> list[int] | None:
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return list(value)
@@ -269,6 +315,9 @@ class OpenAIAgent(Agent):
         self.extra_body = dict(extra_body or {})
         self.name = f"openai:{self.model}"
 
+        #: How tool calls go: ``None`` until a request with tools was answered, then ``"native"``
+        #: (``tools=`` sent, ``tool_calls`` read) or ``"text"`` (the server refused ``tools=``).
+        self.tool_mode: str | None = None
         self._episodes: dict[str, tuple[int | None, int]] = {}  # episode id -> (env seed, member)
         self._lock = threading.Lock()
         self._client: Any = None
@@ -340,6 +389,13 @@ class OpenAIAgent(Agent):
             body["stop"] = list(stop)
         if self.logprobs:
             body["logprobs"] = True
+        tools = tools_of(item.info) if self.tool_mode != "text" else []
+        if tools:
+            body["messages"] = tool_messages(messages)
+            body["tools"] = tools
+            body["tool_choice"] = "auto"
+            if item.info.get("parallel_tool_calls") is not None:
+                body["parallel_tool_calls"] = bool(item.info["parallel_tool_calls"])
         body.update(self.extra_body)
         return body
 
@@ -353,7 +409,9 @@ class OpenAIAgent(Agent):
             return []
         client, pool = self._ensure_started()
         bodies = [self.build_request(item) for item in batch]
-        futures: list[Future[AgentOutput]] = [pool.submit(self._complete, client, body) for body in bodies]
+        futures: list[Future[AgentOutput]] = [
+            pool.submit(self._complete_with_tools, client, body, item) for body, item in zip(bodies, batch, strict=True)
+        ]
         outputs: list[AgentOutput] = []
         try:
             for future in futures:
@@ -363,6 +421,47 @@ class OpenAIAgent(Agent):
                 future.cancel()  # drop requests not sent yet; those in flight finish on their own
             raise
         return outputs
+
+    def _complete_with_tools(self, client: Any, body: dict[str, Any], item: AgentInput) -> AgentOutput:
+        """:meth:`_complete`, falling back to a request without tools when the server refuses them.
+
+        A 4xx to a request with ``tools`` switches the agent to ``tool_mode = "text"`` and asks again
+        without them; when that request is refused too, the fault was not the tools: the mode goes
+        back and the first error is raised.
+        """
+        if "tools" not in body:
+            output = self._complete(client, body)
+            if self.tool_mode == "text" and tools_of(item.info):
+                output.extra["tool_mode"] = "text"
+            return output
+        try:
+            output = self._complete(client, body)
+        except AgentRequestError as err:
+            if err.status not in _NO_TOOLS_STATUS:
+                raise
+            with self._lock:
+                before, self.tool_mode = self.tool_mode, "text"
+            try:
+                output = self._complete(client, self.build_request(item))
+            except AgentRequestError:
+                with self._lock:
+                    if self.tool_mode == "text":
+                        self.tool_mode = before
+                raise err from None
+            if before != "text":
+                logger.warning(
+                    "%s: the server refused a request with tools (%s); tool calls are read from the reply text "
+                    "from now on.",
+                    self.name,
+                    err,
+                )
+            output.extra["tool_mode"] = "text"
+            return output
+        with self._lock:
+            if self.tool_mode is None:
+                self.tool_mode = "native"
+        output.extra["tool_mode"] = "native"
+        return output
 
     def _complete(self, client: Any, body: dict[str, Any]) -> AgentOutput:
         """One input: post, retrying transient failures, and parse the reply."""
@@ -430,6 +529,10 @@ class OpenAIAgent(Agent):
             raise _Retryable(f"choice without a message (HTTP {status}): {_excerpt(repr(choice))!r}", status=status)
         content = message.get("content")
         text = content if isinstance(content, str) else ""
+        calls = _tool_calls(message.get("tool_calls"), payload.get("id"))
+        if calls:
+            # The calls go into the reply text in the <tool_call> markup, which the prompting layer reads.
+            text = (text.rstrip() + "\n" if text.strip() else "") + render_tool_calls(calls)
 
         logprobs = None
         if self.logprobs:
@@ -449,8 +552,10 @@ class OpenAIAgent(Agent):
             extra["usage"] = {
                 key: usage[key] for key in ("prompt_tokens", "completion_tokens") if isinstance(usage.get(key), int)
             }
+        if calls:
+            extra["tool_calls"] = calls
         finish = choice.get("finish_reason")
-        if finish == "stop" and stop:
+        if finish == "stop" and stop and not calls:
             closing = _closing_tag_to_restore(text, stop, choice)
             if closing is not None:
                 text += closing

@@ -24,19 +24,54 @@ from typing import Any
 
 from envgym.errors import ConfigError
 from envgym.rollout.agent import AgentInput
+from envgym.rollout.toolcalls import tool_chat_template, tool_messages, tools_of
 
-__all__ = ["CHAT_STOP_TOKENS", "chat_prompt_ids", "mix_seed", "stop_strings", "stop_token_ids", "turn_seed"]
+__all__ = [
+    "CHAT_STOP_TOKENS",
+    "chat_prompt_ids",
+    "chat_prompt_text",
+    "mix_seed",
+    "stop_strings",
+    "stop_token_ids",
+    "turn_seed",
+]
 
 #: Chat end-of-turn tokens that end a reply when the vocabulary has them.
 CHAT_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>")
 
 
+def chat_prompt_text(tokenizer: Any, item: AgentInput) -> str | None:
+    """The prompt text of ``item`` through the tokenizer's chat template, assistant turn opened, or
+    ``None`` for a tokenizer without a template.
+
+    When the env has tools (``info["tools"]``) they are rendered too, with the template that shows
+    them (:func:`envgym.rollout.toolcalls.tool_chat_template`: the tokenizer's own, else TRL's
+    Qwen3 template), and the turns that called tools are rendered as tool calls and tool results
+    (:func:`envgym.rollout.toolcalls.tool_messages`; the model's replies stay word for word).
+    """
+    messages = [dict(m) for m in item.messages] or [{"role": "user", "content": item.observation}]
+    tools = tools_of(item.info)
+    template = tool_chat_template(tokenizer) if tools else None
+    if template is not None:
+        return tokenizer.apply_chat_template(
+            tool_messages(messages, structured_calls=False),
+            tools=tools,
+            chat_template=template,
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
 def chat_prompt_ids(tokenizer: Any, item: AgentInput) -> list[int]:
     """The prompt token ids for ``item``: its messages (or its observation as one user message)
-    through the tokenizer's chat template, with the assistant turn opened."""
+    through the tokenizer's chat template, with the assistant turn opened (tools rendered too
+    where the env has them: :func:`chat_prompt_text`)."""
     messages = [dict(m) for m in item.messages] or [{"role": "user", "content": item.observation}]
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    text = chat_prompt_text(tokenizer, item)
+    if text is not None:
         # The template already writes every special token (BOS included where it wants one).
         return list(tokenizer(text, add_special_tokens=False)["input_ids"])
     # A model without a chat template (a base model): plain text, one message per paragraph.

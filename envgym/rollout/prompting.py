@@ -10,7 +10,9 @@ one episode's chat state under a :class:`PromptConfig`:
   on the expected format after a reply that did not follow it);
 * the history policy (``full``, ``last_k``, ``summary``, ``none``), always with roles that
   alternate user/assistant after the system message, as chat templates such as ChatML require;
-* the reply parser (:meth:`Conversation.parse`): the last ``<action>...</action>`` block;
+* the reply parser (:meth:`Conversation.parse`): the last ``<action>...</action>`` block, or,
+  for an env with tools (``info["tools"]``), the reply's ``<tool_call>`` blocks as the env's
+  tool-call action (:mod:`envgym.rollout.toolcalls`);
 * the reply limits every agent is held to: the stop strings (``</action>`` with
   ``stop_at_action``) and the per-reply token cap (``max_new_tokens``, lowered to what is left of
   the episode's completion-token budget ``token_budget``).
@@ -43,6 +45,7 @@ from typing import Any
 from envgym.core import extract_action
 from envgym.errors import ConfigError, EnvgymError, suggest
 from envgym.registration import ENV_ID, spec
+from envgym.rollout.toolcalls import TOOL_CALL_OPEN, find_tool_calls, tool_action, tools_of
 
 __all__ = [
     "DEFAULT_SYSTEM_PROMPT",
@@ -430,10 +433,16 @@ class ParsedReply:
         action: the text sent to ``env.step``.
         format_ok: whether the reply had a complete action block (always ``True`` when the config's
             ``action_tags`` is empty, since then the whole reply is the action).
+        tool_calls: the tool calls the action runs, ``{"id", "name", "arguments"}`` each, when the
+            env has tools and the reply called them as ``<tool_call>`` blocks
+            (:mod:`envgym.rollout.toolcalls`); empty otherwise.
+        dropped_calls: calls of the reply left out because the env runs one per turn.
     """
 
     action: str
     format_ok: bool
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    dropped_calls: int = 0
 
 
 class Conversation:
@@ -456,7 +465,8 @@ class Conversation:
 
     __slots__ = (
         "_block", "_current", "_dropped", "_feedback", "_goal", "_head", "_history", "_messages", "_summary_cache",
-        "_summary_lines", "config", "env_id", "estimated_tokens", "stop", "system", "tokens_used", "turns",
+        "_summary_lines", "config", "env_id", "estimated_tokens", "parallel_tool_calls", "stop", "system",
+        "tokens_used", "tools", "turns",
     )  # fmt: skip
 
     def __init__(self, config: PromptConfig, env_id: str, observation: str, info: Mapping[str, Any]) -> None:
@@ -500,6 +510,9 @@ class Conversation:
             else ""
         )
         self._current = {"role": "user", "content": self._user_content(observation, info, format_ok=True)}
+        # The env's tools (docs/tools.md): replies may call them natively (<tool_call> blocks).
+        self.tools: list[dict[str, Any]] = tools_of(info)
+        self.parallel_tool_calls = bool(info.get("parallel_tool_calls")) if self.tools else False
 
     # -- building messages ----------------------------------------------------------------------
 
@@ -557,9 +570,15 @@ class Conversation:
 
         Without a complete block the reply is still cleaned by :func:`envgym.core.extract_action`
         (an unclosed ``<action>`` takes the rest of the reply), so an environment's forgiving parser
-        may accept it; ``format_ok`` is then ``False``.
+        may accept it; ``format_ok`` is then ``False``. For an env with tools, complete
+        ``<tool_call>`` blocks come first: they are the action (one call, or several as a JSON
+        array where the env runs several per turn) and ``tool_calls`` lists them.
         """
         reply = str(reply)
+        if self.tools and TOOL_CALL_OPEN in reply:
+            native = self._parse_tool_calls(reply)
+            if native is not None:
+                return native
         tags = self.config.action_tags
         if not tags:
             return ParsedReply(extract_action(reply, ()), True)
@@ -568,6 +587,19 @@ class Conversation:
             if blocks:
                 return ParsedReply(extract_action(blocks[-1][1], ()), True)
         return ParsedReply(extract_action(reply, tags), False)
+
+    def _parse_tool_calls(self, reply: str) -> ParsedReply | None:
+        """The action of a reply that calls the env's tools in ``<tool_call>`` blocks (``None``: no
+        complete block). Calls without an ``id`` get ``call_<turn>_<k>``. A block that is no call
+        (not JSON, no name) is sent as written, so the env answers with its tool error."""
+        calls, broken = find_tool_calls(reply)
+        if not calls:
+            return ParsedReply(broken[0], True) if broken else None
+        for k, call in enumerate(calls):
+            call["id"] = call["id"] or f"call_{self.turns}_{k}"
+        action, dropped = tool_action(calls, parallel=self.parallel_tool_calls)
+        kept = calls[: len(calls) - dropped]
+        return ParsedReply(action, True, tuple(kept), dropped)
 
     def record(
         self,

@@ -94,6 +94,8 @@ _TURN_TYPES: dict[str, tuple[type, ...]] = {
     "agent_s": _NUMBER,
     "env_s": _NUMBER,
     "extra": (dict,),
+    "tool_calls": (list, _NONE),
+    "tool_results": (list, _NONE),
 }
 _TURN_REQUIRED = ("index", "observation", "action", "reward", "reward_components", "action_valid")
 _TRAJECTORY_TYPES: dict[str, tuple[type, ...]] = {
@@ -176,6 +178,12 @@ class Turn:
             before this action (``screenshots/<episode>/<turn>.png``), when the run recorded
             frames (a run folder and an env made with ``render_mode="rgb_array"``); left out of
             :meth:`to_dict` when ``None``.
+        tool_calls: the tool calls this turn's action ran, ``{"id", "name", "arguments"}`` each, when
+            the env has tools and the agent called them natively (``<tool_call>`` blocks or an API's
+            ``tool_calls``: :mod:`envgym.rollout.toolcalls`); left out of :meth:`to_dict` when ``None``.
+        tool_results: what the env answered to them, ``{"tool_call_id", "name", "content",
+            "is_error"}`` each (one observation answers the turn: it is the first call's content);
+            left out of :meth:`to_dict` when ``None``.
     """
 
     index: int
@@ -199,11 +207,15 @@ class Turn:
     env_s: float = 0.0
     extra: dict[str, Any] = field(default_factory=dict)
     screenshot: str | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_results: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: json_safe(getattr(self, f.name)) for f in fields(self)}
-        if data["screenshot"] is None:  # records of runs without frames stay as they were
-            del data["screenshot"]
+        # Records of runs without frames or tool calls stay as they were.
+        for name in ("screenshot", "tool_calls", "tool_results"):
+            if data[name] is None:
+                del data[name]
         return data
 
     @classmethod

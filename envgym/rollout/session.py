@@ -41,6 +41,7 @@ from envgym.rollout.rundir import RunFolder
 from envgym.rollout.screenshots import save_screenshot
 from envgym.rollout.summary import summarize
 from envgym.rollout.tasks import EpisodeTask, episode_numbers
+from envgym.rollout.toolcalls import tool_results
 
 __all__ = ["AgentFailure", "Attempt", "RunSession", "check_output"]
 
@@ -329,6 +330,11 @@ class RunSession:
             extra=json_safe(output.extra) if output.extra else {},
             screenshot=getattr(live, "shot", None),
         )
+        if parsed is not None and parsed.tool_calls:  # native tool calls: kept structured
+            turn.tool_calls = [dict(call) for call in parsed.tool_calls]
+            turn.tool_results = tool_results(parsed.tool_calls, result.observation, ok=turn.action_valid)
+            if parsed.dropped_calls:
+                turn.extra["tool_calls_dropped"] = parsed.dropped_calls
         traj.turns.append(turn)
         traj.total_reward += turn.reward
         for key, value in components.items():

@@ -22,6 +22,14 @@ Endpoints:
     ``choices[0].token_ids`` and top-level ``prompt_token_ids`` (bytes of the last message).
     ``GET /v1/models`` lists the one model.
 
+Tool calls: with :attr:`tool_calls` set (``tool_calls(messages, tools)`` returning a list of
+``{"name", "arguments"}``, or ``None`` for a plain reply), a request that carries ``tools``
+gets them back as ``message.tool_calls`` (ids ``call_<request>_<k>``, arguments as a JSON
+string, ``content: null``, ``finish_reason: "tool_calls"``), the way vLLM with a tool parser and
+OpenAI answer. A request without ``tools`` gets the plain reply. With :attr:`reject_tools` the
+server is one without tool support: a request with ``tools`` gets HTTP 400 (vLLM's answer when
+it runs without ``--enable-auto-tool-choice``).
+
 Test controls (thread-safe): :meth:`fail_next`, :meth:`malformed_next`, :attr:`delay_s`;
 observations: :attr:`requests` (JSON bodies, in arrival order), :attr:`request_count`,
 :attr:`max_in_flight`, :meth:`reset_stats`.
@@ -42,6 +50,7 @@ import pytest
 __all__ = ["FakeOpenAIServer", "openai_server"]
 
 Action = str | Callable[[list[dict[str, Any]]], "str | None"]
+ToolCalls = Callable[[list[dict[str, Any]], list[dict[str, Any]]], "list[dict[str, Any]] | None"]
 
 
 class FakeOpenAIServer:
@@ -56,6 +65,8 @@ class FakeOpenAIServer:
         self.action: Action = action
         self.model = model
         self.delay_s = 0.0
+        self.tool_calls: ToolCalls | None = None
+        self.reject_tools = False
         self.requests: list[dict[str, Any]] = []
         self.max_in_flight = 0
         self._in_flight = 0
@@ -143,7 +154,40 @@ class FakeOpenAIServer:
         with self._lock:
             self._in_flight -= 1
 
+    def _tool_reply(self, body: dict[str, Any]) -> dict[str, Any] | None:
+        """The reply carrying ``tool_calls``, or ``None`` when the request gets a plain reply."""
+        tools = body.get("tools")
+        if self.tool_calls is None or not tools:
+            return None
+        calls = self.tool_calls(body.get("messages") or [], tools)
+        if calls is None:
+            return None
+        number = len(self.requests)
+        message = {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": f"call_{number}_{k}",
+                    "type": "function",
+                    "function": {"name": call["name"], "arguments": json.dumps(call.get("arguments", {}))},
+                }
+                for k, call in enumerate(calls)
+            ],
+        }
+        return {
+            "id": f"chatcmpl-{number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
+
     def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        tool_reply = self._tool_reply(body)
+        if tool_reply is not None:
+            return tool_reply
         messages = body.get("messages") or []
         action = self.action(messages) if callable(self.action) else self.action
         content: str | None = None if action is None else f"<action>{action}</action>"
@@ -224,7 +268,10 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             if owner.delay_s:
                 time.sleep(owner.delay_s)
-            if fault is not None and fault[0] == "malformed":
+            if fault is None and owner.reject_tools and body.get("tools"):
+                status, headers = 400, {}
+                payload = b'{"error": {"message": "\\"auto\\" tool choice requires --enable-auto-tool-choice"}}'
+            elif fault is not None and fault[0] == "malformed":
                 status, payload, headers = 200, b'{"choices": [ this is not json', {}
             elif fault is not None:
                 _, status, retry_after = fault
