@@ -41,6 +41,10 @@ EFFICIENCY_MAX = 0.2
 #: query reads.
 EXPLORATION_BONUS = 0.1
 
+#: Gold results kept per process (keyed by database file and query), at most.
+GOLD_CACHE_SIZE = 4_096
+_GOLD: dict[tuple[Any, str], list[tuple[Any, ...]]] = {}
+
 # The authoriser's whitelist: reading and calling functions. Everything else (writes, schema
 # changes, PRAGMA, ATTACH, transactions) is refused while the statement is prepared, before it runs.
 _ALLOWED = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
@@ -272,6 +276,7 @@ class SQLEnv(TextEnv):
                 "add schemas or choose another difficulty."
             )
         self._con: sqlite3.Connection | None = None
+        self._path: Path | None = None
         self._db: tuple[str, int] | None = None
         self._sql_task: SqlTask | None = None
         self._gold: list[tuple[Any, ...]] = []
@@ -289,6 +294,7 @@ class SQLEnv(TextEnv):
         path = sqldata.database_path(
             schema, instance, self.size, Path(self.cache_dir).expanduser() if self.cache_dir else None
         )
+        self._path = path
         con = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
         con.execute("PRAGMA query_only = 1")
         con.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
@@ -354,9 +360,15 @@ class SQLEnv(TextEnv):
         else:
             template, schema, instance = rng.choice(self._pairs)
         con = self._open(schema, instance)
-        task = sqldata.make_task(template, schema, rng, con)
+        key = (schema, instance, self.size, str(self._path))
+        task = sqldata.make_task(template, schema, rng, con, key=key)
         self._sql_task = task
-        self._gold = self._run(task.sql, SUBMIT_ROWS)[1]
+        gold = _GOLD.get((key, task.sql))
+        if gold is None:
+            gold = self._run(task.sql, SUBMIT_ROWS)[1]
+            if len(_GOLD) < GOLD_CACHE_SIZE:
+                _GOLD[(key, task.sql)] = gold
+        self._gold = gold
         self._calls = 0
         self._explored = set()
         self._submitted = False

@@ -19,9 +19,10 @@ import random
 import sqlite3
 import uuid
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 __all__ = [
     "INSTANCES",
@@ -288,6 +289,13 @@ def database_path(schema: str, instance: int, size: str, cache_dir: Path | None 
 
 
 # ---------------------------------------------------------------------------------- templates
+#: Draws the values of a template: ``values(sql)`` is the sorted first column of the query's rows.
+Values = Callable[[str], list[Any]]
+#: Distinct-value lists kept per process, at most (each is a few dozen values).
+VALUE_CACHE_SIZE = 4_096
+_VALUES: dict[tuple[Hashable, str], list[Any]] = {}
+
+
 @dataclass(frozen=True)
 class SqlTask:
     """One question with its gold SQL; ``ordered``: the answer's row order is part of it."""
@@ -304,16 +312,15 @@ class SqlTask:
 class Template:
     name: str
     difficulty: str
-    build: Callable[[Schema, random.Random, sqlite3.Connection], SqlTask]
+    build: Callable[[Schema, random.Random, Values], SqlTask]
 
 
-def _pick(con: sqlite3.Connection, sql: str, rng: random.Random) -> object:
-    values = [row[0] for row in con.execute(sql)]
-    return rng.choice(sorted(values))
+def _pick(values: Values, sql: str, rng: random.Random) -> object:
+    return rng.choice(values(sql))
 
 
-def _t_count_category(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    cat = _pick(con, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
+def _t_count_category(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    cat = _pick(values, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
     return SqlTask(
         "count_category",
         "easy",
@@ -324,8 +331,8 @@ def _t_count_category(s: Schema, rng: random.Random, con: sqlite3.Connection) ->
     )
 
 
-def _t_max_amount(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    cat = _pick(con, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
+def _t_max_amount(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    cat = _pick(values, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
     return SqlTask(
         "max_amount",
         "easy",
@@ -336,9 +343,9 @@ def _t_max_amount(s: Schema, rng: random.Random, con: sqlite3.Connection) -> Sql
     )
 
 
-def _t_list_people(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    place = _pick(con, f"SELECT DISTINCT {s.place} FROM {s.people}", rng)
-    year = _pick(con, f"SELECT DISTINCT {s.since} FROM {s.people}", rng)
+def _t_list_people(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    place = _pick(values, f"SELECT DISTINCT {s.place} FROM {s.people}", rng)
+    year = _pick(values, f"SELECT DISTINCT {s.since} FROM {s.people}", rng)
     return SqlTask(
         "list_people",
         "easy",
@@ -349,7 +356,7 @@ def _t_list_people(s: Schema, rng: random.Random, con: sqlite3.Connection) -> Sq
     )
 
 
-def _t_count_by_category(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
+def _t_count_by_category(s: Schema, rng: random.Random, values: Values) -> SqlTask:
     return SqlTask(
         "count_by_category",
         "medium",
@@ -360,9 +367,9 @@ def _t_count_by_category(s: Schema, rng: random.Random, con: sqlite3.Connection)
     )
 
 
-def _t_join_count(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    place = _pick(con, f"SELECT DISTINCT {s.place} FROM {s.people}", rng)
-    status = _pick(con, f"SELECT DISTINCT {s.status} FROM {s.events}", rng)
+def _t_join_count(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    place = _pick(values, f"SELECT DISTINCT {s.place} FROM {s.people}", rng)
+    status = _pick(values, f"SELECT DISTINCT {s.status} FROM {s.events}", rng)
     return SqlTask(
         "join_count",
         "medium",
@@ -374,9 +381,9 @@ def _t_join_count(s: Schema, rng: random.Random, con: sqlite3.Connection) -> Sql
     )
 
 
-def _t_join_sum(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    cat = _pick(con, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
-    year = _pick(con, f"SELECT DISTINCT {s.year} FROM {s.events}", rng)
+def _t_join_sum(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    cat = _pick(values, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
+    year = _pick(values, f"SELECT DISTINCT {s.year} FROM {s.events}", rng)
     return SqlTask(
         "join_sum",
         "medium",
@@ -388,8 +395,8 @@ def _t_join_sum(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTa
     )
 
 
-def _t_top_people(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    status = _pick(con, f"SELECT DISTINCT {s.status} FROM {s.events}", rng)
+def _t_top_people(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    status = _pick(values, f"SELECT DISTINCT {s.status} FROM {s.events}", rng)
     k = rng.randint(3, 5)
     return SqlTask(
         "top_people",
@@ -404,8 +411,8 @@ def _t_top_people(s: Schema, rng: random.Random, con: sqlite3.Connection) -> Sql
     )
 
 
-def _t_above_average(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    cat = _pick(con, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
+def _t_above_average(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    cat = _pick(values, f"SELECT DISTINCT {s.category} FROM {s.things}", rng)
     return SqlTask(
         "above_average",
         "hard",
@@ -418,9 +425,9 @@ def _t_above_average(s: Schema, rng: random.Random, con: sqlite3.Connection) -> 
     )
 
 
-def _t_people_without(s: Schema, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    place = _pick(con, f"SELECT DISTINCT {s.place} FROM {s.people}", rng)
-    year = _pick(con, f"SELECT DISTINCT {s.year} FROM {s.events}", rng)
+def _t_people_without(s: Schema, rng: random.Random, values: Values) -> SqlTask:
+    place = _pick(values, f"SELECT DISTINCT {s.place} FROM {s.people}", rng)
+    year = _pick(values, f"SELECT DISTINCT {s.year} FROM {s.events}", rng)
     return SqlTask(
         "people_without",
         "hard",
@@ -459,6 +466,21 @@ def templates_for(difficulty: str | None) -> list[Template]:
     return [t for t in TEMPLATES.values() if difficulty is None or t.difficulty == difficulty]
 
 
-def make_task(template: str, schema: str, rng: random.Random, con: sqlite3.Connection) -> SqlTask:
-    """A task of ``template`` on the open database ``con`` of ``schema``, its values drawn from ``rng``."""
-    return TEMPLATES[template].build(SCHEMAS[schema], rng, con)
+def make_task(
+    template: str, schema: str, rng: random.Random, con: sqlite3.Connection, *, key: Hashable = None
+) -> SqlTask:
+    """A task of ``template`` on the open database ``con`` of ``schema``, its values drawn from ``rng``.
+
+    ``key`` names the database (its file): the distinct values a template draws from are then
+    read once per process and kept (a database never changes).
+    """
+
+    def values(sql: str) -> list[Any]:
+        found = _VALUES.get((key, sql)) if key is not None else None
+        if found is None:
+            found = sorted(row[0] for row in con.execute(sql))
+            if key is not None and len(_VALUES) < VALUE_CACHE_SIZE:
+                _VALUES[(key, sql)] = found
+        return found
+
+    return TEMPLATES[template].build(SCHEMAS[schema], rng, values)

@@ -218,3 +218,15 @@ def test_presets_keep_their_difficulty(env_id: str, cache: str) -> None:
     levels = {env.reset(seed=s)[1]["task"]["difficulty"] for s in range(10)}
     assert levels == {env_id.split("-")[2].lower()}
     env.close()
+
+
+def test_the_per_process_caches_change_no_task(cache: str) -> None:
+    from envgym.environments.tools import sql
+
+    env = SQLEnv(size="small", cache_dir=cache)
+    warm = [(env.reset(seed=s)[1]["task"], list(env._gold)) for s in range(12)]
+    sqldata._VALUES.clear()
+    sql._GOLD.clear()
+    cold = [(env.reset(seed=s)[1]["task"], list(env._gold)) for s in range(12)]
+    assert warm == cold and sqldata._VALUES and sql._GOLD
+    env.close()
