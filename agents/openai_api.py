@@ -15,9 +15,10 @@ and retry the episode, so a flaky server never turns into a silent zero score.
 carries them (``tools=``, ``tool_choice: "auto"``) and the history goes as tool messages (an
 assistant turn that called tools has ``tool_calls``; the env's answer is a ``role: "tool"``
 message with the ``tool_call_id``; :func:`envgym.rollout.toolcalls.tool_messages`). The reply's
-``message.tool_calls`` are written into the reply text as ``<tool_call>`` blocks (the server's
-call ids kept), which the prompting layer turns into the env's action; ``extra["tool_calls"]``
-keeps them as they came. A server that refuses ``tools=`` (HTTP 400/404/422 to a request with
+``message.tool_calls`` are written into the reply text as ``<tool_call>`` blocks, which the
+prompting layer turns into the env's action; ``extra["tool_calls"]`` keeps them. Calls get the
+ids ``call_<turn>_<k>``, not the server's (random ones would make reruns differ), and the tool
+messages sent back refer to those. A server that refuses ``tools=`` (HTTP 400/404/422 to a request with
 tools) is asked again without them, and so is every later request of the agent
 (``tool_mode == "text"``, logged once and noted in every turn's ``extra["tool_mode"]``): the
 reply is then parsed as text, as for any env (``<tool_call>`` or ``<action>`` blocks).
@@ -191,11 +192,12 @@ def _closing_tag_to_restore(text: str, stop: Sequence[str], choice: Mapping[str,
 _NO_TOOLS_STATUS = frozenset({400, 404, 422})
 
 
-def _tool_calls(value: Any, reply_id: Any) -> list[dict[str, Any]]:
+def _tool_calls(value: Any) -> list[dict[str, Any]]:
     """``message.tool_calls`` of a reply as ``{"id", "name", "arguments"}`` each (arguments decoded
     from their JSON string; a call whose arguments are not a JSON object keeps them as written,
     under ``arguments["_raw"]``, so the env reports the error). Entries that are not function
-    calls are skipped; a call without an id gets ``<reply id>_<k>``."""
+    calls are skipped. The ids are ``call_<k>`` here (:func:`_number_calls` makes them the turn's):
+    a server's own ids are random, and the agent's ids are what its tool messages refer to."""
     if not isinstance(value, list):
         return []
     calls = []
@@ -213,11 +215,21 @@ def _tool_calls(value: Any, reply_id: Any) -> list[dict[str, Any]]:
                 arguments = None
         if not isinstance(arguments, dict):
             arguments = {"_raw": raw if isinstance(raw, str) else json.dumps(raw)}
-        call_id = entry.get("id")
-        if not isinstance(call_id, str) or not call_id:
-            call_id = f"{reply_id if isinstance(reply_id, str) and reply_id else 'call'}_{k}"
-        calls.append({"id": call_id, "name": name, "arguments": arguments})
+        calls.append({"id": f"call_{k}", "name": name, "arguments": arguments})
     return calls
+
+
+def _number_calls(output: AgentOutput, turn: int) -> None:
+    """Give the tool calls of ``output`` the ids ``call_<turn>_<k>`` (in its text and extra): the
+    same ids on every rerun, as the prompting layer gives the calls it reads from text."""
+    calls = output.extra.get("tool_calls")
+    if not calls:
+        return
+    markup = render_tool_calls(calls)
+    head = output.text[: len(output.text) - len(markup)] if output.text.endswith(markup) else ""
+    for k, call in enumerate(calls):
+        call["id"] = f"call_{turn}_{k}"
+    output.text = head + render_tool_calls(calls)
 
 
 def _int_list(value: Any) -> list[int] | None:
@@ -461,6 +473,7 @@ class OpenAIAgent(Agent):
             if self.tool_mode is None:
                 self.tool_mode = "native"
         output.extra["tool_mode"] = "native"
+        _number_calls(output, item.turn)
         return output
 
     def _complete(self, client: Any, body: dict[str, Any]) -> AgentOutput:
@@ -529,7 +542,7 @@ class OpenAIAgent(Agent):
             raise _Retryable(f"choice without a message (HTTP {status}): {_excerpt(repr(choice))!r}", status=status)
         content = message.get("content")
         text = content if isinstance(content, str) else ""
-        calls = _tool_calls(message.get("tool_calls"), payload.get("id"))
+        calls = _tool_calls(message.get("tool_calls"))
         if calls:
             # The calls go into the reply text in the <tool_call> markup, which the prompting layer reads.
             text = (text.rstrip() + "\n" if text.strip() else "") + render_tool_calls(calls)

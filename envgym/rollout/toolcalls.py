@@ -9,9 +9,9 @@ this module turns that into the env's action and back, the same for every agent:
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (the Hermes/Qwen format, which
   TRL's Qwen3 template teaches). An OpenAI-compatible server parses that itself and returns
   ``message.tool_calls``; the ``openai`` agent writes them back into its reply text in the same
-  markup, with the server's call ``id`` kept in the JSON, so one parser
-  (:func:`find_tool_calls`, used by :meth:`~envgym.rollout.prompting.Conversation.parse`) reads
-  both, and the reply text alone carries the whole call.
+  markup (with the call's ``id`` in the JSON), so one parser (:func:`find_tool_calls`, used by
+  :meth:`~envgym.rollout.prompting.Conversation.parse`) reads both, and the reply text alone
+  carries the whole call.
 * **The history.** The prompting layer keeps plain user/assistant turns. For a server or a
   template that takes tool messages, :func:`tool_messages` rewrites them: an assistant turn that
   called tools gets ``tool_calls`` and the observation that answered it becomes ``role: "tool"``

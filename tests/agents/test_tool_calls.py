@@ -150,8 +150,11 @@ def test_openai_sends_tools_and_plays_through_tool_calls(fake: FakeOpenAIServer)
     agent = OpenAIAgent("fake-model", fake.url, seed=0)
     try:
         trajectories = run(agent)
+        fake.reset_stats()
+        again = run(agent)  # the server's request counter (and so its call ids) moved on
     finally:
         agent.close()
+    assert [t.comparable() for t in again] == [t.comparable() for t in trajectories]  # reruns record the same
     assert agent.tool_mode == "native"
     assert [t.success for t in trajectories] == [True, True]
     assert all(r["tools"] == tool_toy_envs.TOOLS and r["tool_choice"] == "auto" for r in fake.requests)
@@ -168,7 +171,10 @@ def test_openai_sends_tools_and_plays_through_tool_calls(fake: FakeOpenAIServer)
     first, last = trajectories[0].turns
     a, b = (first.tool_calls[0]["arguments"][k] for k in "ab")
     assert json.loads(first.action) == {"name": "add", "arguments": {"a": a, "b": b}}
-    assert first.tool_calls[0]["id"].startswith("call_") and first.extra["tool_mode"] == "native"
+    assert (
+        call["id"] == "call_0_0" and first.tool_calls[0]["id"] == "call_0_0" and last.tool_calls[0]["id"] == "call_1_0"
+    )
+    assert first.extra["tool_mode"] == "native"
     assert first.tool_results == [
         {
             "tool_call_id": first.tool_calls[0]["id"],
