@@ -16,6 +16,7 @@ from typing import Annotated
 import typer
 
 from envgym.cli._common import err_console, handle_errors
+from envgym.cli._options import JsonOption
 
 __all__ = ["image_app"]
 
@@ -50,7 +51,7 @@ def build_command(
             "--force", help="Rebuild from scratch (no Docker layer cache) even when the inputs did not change."
         ),
     ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Build the image serving FAMILY from this machine's files alone (idempotent)."""
     _progress_to_stderr()
