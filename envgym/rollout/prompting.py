@@ -633,7 +633,11 @@ class Conversation:
                 self._summary_lines.append(self._summary_line(parsed, info))
         history.append(self._current)
         history.append({"role": "assistant", "content": reply})
-        self._current = {"role": "user", "content": self._user_content(observation, info, format_ok=parsed.format_ok)}
+        content = self._user_content(observation, info, format_ok=parsed.format_ok)
+        if parsed.dropped_calls:  # the model should know its other calls did not run
+            ran = len(parsed.tool_calls)
+            content = f"Only one tool call runs per turn: the first of {ran + parsed.dropped_calls} ran.\n\n{content}"
+        self._current = {"role": "user", "content": content}
         self._messages = None
 
     def _summary_line(self, parsed: ParsedReply, info: Mapping[str, Any]) -> str:

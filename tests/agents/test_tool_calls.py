@@ -216,6 +216,15 @@ def test_openai_several_calls_run_together_only_where_the_env_allows(fake: FakeO
     first = alone.turns[0]
     assert json.loads(first.action)["name"] == "add" and len(first.tool_calls) == 1
     assert first.extra["tool_calls_dropped"] == 1 and first.action_valid
+    # The next prompt tells the model so, in the tool result.
+    agent = OpenAIAgent("fake-model", fake.url, seed=0)
+    try:
+        run(agent, ENV, episodes=1, max_turns=2)
+    finally:
+        agent.close()
+    tool = fake.requests[-1]["messages"][-2:]
+    assert [m["role"] for m in tool] == ["tool", "tool"]
+    assert tool[0]["content"].startswith("Only one tool call runs per turn: the first of 2 ran.\n\nResult of add: ")
 
 
 def test_openai_falls_back_to_text_on_a_server_without_tools(
