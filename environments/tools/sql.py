@@ -29,6 +29,8 @@ MAX_ACTION_CHARS = 4_000
 MAX_QUERY_CHARS = 2_000
 #: Longest string or blob a query may build (SQLITE_LIMIT_LENGTH): ``zeroblob(1e9)`` fails at once.
 MAX_VALUE_BYTES = 100_000
+#: Bytes of text and blobs a query's result may hold (read in chunks; the query fails past it).
+MAX_RESULT_BYTES = 2_000_000
 #: Characters of one cell shown in a result.
 CELL_CHARS = 60
 #: Rows of a submitted query's result read at most (gold answers are far smaller).
@@ -158,7 +160,7 @@ class SQLEnv(TextEnv):
     ``zeroblob``, ``random``); SQLite's limits cap the SQL text (2,000 characters), built
     values (100 kB) and attached databases (none); a progress handler stops a query after
     ``query_steps`` virtual-machine instructions (deterministic) or ``query_seconds`` of wall
-    time (a backstop); one statement per call. A SQL error is a valid call whose result is the
+    time (a backstop); a result is read in chunks and fails past 2 MB of text; one statement per call. A SQL error is a valid call whose result is the
     error. Invalid steps (state unchanged): text that is not a tool call, an unknown tool,
     arguments that fail the tool's schema, an unknown table.
 
@@ -316,7 +318,16 @@ class SQLEnv(TextEnv):
         con.set_progress_handler(_QueryBudget(self.query_steps, self.query_seconds), PROGRESS_EVERY)
         try:
             cursor = con.execute(query)
-            rows = cursor.fetchmany(limit + 1)
+            rows: list[tuple[Any, ...]] = []
+            size = 0
+            while len(rows) <= limit:  # in chunks, counting bytes: a result never outgrows its bound
+                chunk = cursor.fetchmany(min(256, limit + 1 - len(rows)))
+                if not chunk:
+                    break
+                size += sum(len(v) if isinstance(v, (str, bytes)) else 8 for row in chunk for v in row)
+                if size > MAX_RESULT_BYTES:
+                    raise sqlite3.DataError(f"the result is larger than {MAX_RESULT_BYTES:,} bytes: select less.")
+                rows.extend(chunk)
             columns = [d[0] for d in cursor.description or ()]
             cursor.close()
         finally:

@@ -92,7 +92,7 @@ def test_the_oracle_solves_every_seed_of_both_splits(cache: str) -> None:
 
 
 def test_writes_pragma_attach_and_runaway_queries_are_refused(cache: str) -> None:
-    env = SQLEnv(size="small", cache_dir=cache, query_steps=1_000_000)
+    env = SQLEnv(size="small", cache_dir=cache, query_steps=1_000_000, max_turns=30)
     env.reset(seed=0)
     table = env._table_names()[0]
     count = f"SELECT count(*) FROM {table}"
@@ -106,6 +106,7 @@ def test_writes_pragma_attach_and_runaway_queries_are_refused(cache: str) -> Non
         "CREATE TABLE x (a)",
         "SELECT zeroblob(1000000000)",
         "SELECT load_extension('x')",
+        f"SELECT printf('%.90000c', 'x') FROM {table}",  # 90 kB a row: the result outgrows its bound
     ):
         obs, reward, terminated, _, info = env.step(call("execute_sql", query=query))
         assert obs.startswith("Tool error (execute_sql):"), (query, obs)
@@ -121,6 +122,8 @@ def test_writes_pragma_attach_and_runaway_queries_are_refused(cache: str) -> Non
     assert obs.startswith("Tool error")
     # nothing was written
     assert env.step(call("execute_sql", query=count))[0].split("\n\n")[0] == before
+    obs, _, terminated, _, info = env.step(call("submit", query=f"SELECT printf('%.90000c', 'x') FROM {table}"))
+    assert terminated and not info["success"] and "larger than 2,000,000 bytes" in obs  # submits are bounded too
     env.close()
 
 
