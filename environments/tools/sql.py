@@ -160,9 +160,10 @@ class SQLEnv(TextEnv):
     ``zeroblob``, ``random``); SQLite's limits cap the SQL text (2,000 characters), built
     values (100 kB) and attached databases (none); a progress handler stops a query after
     ``query_steps`` virtual-machine instructions (deterministic) or ``query_seconds`` of wall
-    time (a backstop); a result is read in chunks and fails past 2 MB of text; one statement per call. A SQL error is a valid call whose result is the
-    error. Invalid steps (state unchanged): text that is not a tool call, an unknown tool,
-    arguments that fail the tool's schema, an unknown table.
+    time (a backstop); a result is read in chunks and fails past 2 MB of text; one statement
+    per call. A SQL error is a valid call whose result is the error. Invalid steps (state
+    unchanged): text that is not a tool call, an unknown tool, arguments that fail the tool's
+    schema, an unknown table.
 
     **Reward components.**
     ``execution_match_reward``: 1.0 when the submitted query's result equals the gold result
