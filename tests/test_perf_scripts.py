@@ -528,3 +528,6 @@ def test_tools_quick_json() -> None:
     assert latency["events"] == 2_000
     assert len(latency["templates"]) == 9
     assert all(0 < row["p50_ms"] <= row["max_ms"] for row in latency["templates"].values())
+    assert report["speed"]["envgym/Tools-Code-v0"]["steps"] == 2  # one in 50 of the 100 quick steps
+    search = report["search"]
+    assert search["articles"] == 1_000 and 0 < search["search_p50_ms"] <= search["search_p99_ms"]

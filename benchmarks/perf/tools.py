@@ -1,14 +1,16 @@
-"""Tools family performance: reset time, steps/s and SQL query latency at 1M rows.
+"""Tools family performance: reset time, steps/s, SQL query latency at 1M rows, search p50 at 100k articles.
 
 Prints (one process, one core):
 
-* per id: the mean wall time of ``reset(seed=i)`` over ``--resets`` seeds (databases already
+* per id (SQL, search and code): the mean wall time of ``reset(seed=i)`` over ``--resets`` seeds (databases already
   cached: the first build is reported apart), then steps/s over ``--steps`` steps of random
   valid tool calls from ``sample_action`` (schema look-ups, count queries, now and then a
   submit), resetting whenever an episode ends (only the steps are timed);
 * query latency: the oracle's query for every question template, run through ``execute_sql``
   on a database of ``--rows`` events (default 1,000,000: the ``perf`` size), p50 and max in ms
-  per template, and the time the database took to build (once; then cached).
+  per template, and the time the database took to build (once; then cached);
+* search latency: p50 and p99 of the search tool over an encyclopedia of ``--articles``
+  articles (default 100,000; the index is built once, then cached).
 
 Usage::
 
@@ -28,11 +30,16 @@ from typing import Any
 
 import envgym
 
-IDS = ("envgym/Tools-SQL-v0", "envgym/Tools-SQL-Easy-v0", "envgym/Tools-SQL-Medium-v0", "envgym/Tools-SQL-Hard-v0")
+SQL_IDS = ("envgym/Tools-SQL-v0", "envgym/Tools-SQL-Easy-v0", "envgym/Tools-SQL-Medium-v0", "envgym/Tools-SQL-Hard-v0")
+IDS = (*SQL_IDS, "envgym/Tools-Search-v0", "envgym/Tools-Code-v0")
+#: Steps of the code env: one in 50 of ``--steps``, at most this many (each runs a sandboxed program).
+CODE_STEPS = 100
 
 
 def speed(env_id: str, resets: int, steps: int, size: str) -> dict[str, float]:
-    env = envgym.make(env_id, size=size).unwrapped
+    env = (envgym.make(env_id, size=size) if env_id in SQL_IDS else envgym.make(env_id)).unwrapped
+    if env_id == "envgym/Tools-Code-v0":
+        resets, steps = min(resets, 20), max(1, min(steps // 50, CODE_STEPS))
     start = time.perf_counter()
     env.reset(seed=0)
     first_ms = (time.perf_counter() - start) * 1e3
@@ -55,7 +62,13 @@ def speed(env_id: str, resets: int, steps: int, size: str) -> dict[str, float]:
             env.reset(seed=rng.randrange(1 << 30))
             episodes += 1
     env.close()
-    return {"first_reset_ms": first_ms, "reset_ms": reset_ms, "steps_per_s": steps / spent, "episodes": episodes}
+    return {
+        "first_reset_ms": first_ms,
+        "reset_ms": reset_ms,
+        "steps": steps,
+        "steps_per_s": steps / spent,
+        "episodes": episodes,
+    }
 
 
 def query_latency(size: str, repeats: int) -> dict[str, Any]:
@@ -88,24 +101,33 @@ def query_latency(size: str, repeats: int) -> dict[str, Any]:
     return {"events": sqldata.SIZES[size], "build_or_open_s": build_s, "templates": rows}
 
 
+def search_latency(articles: int, queries: int) -> dict[str, float]:
+    from envgym.environments.tools.search import search_latency as measure
+
+    return measure(articles, queries=queries)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resets", type=int, default=100, help="timed resets per id")
     parser.add_argument("--steps", type=int, default=5_000, help="timed steps per id")
     parser.add_argument("--repeats", type=int, default=5, help="queries per template for the latency figure")
+    parser.add_argument("--articles", type=int, default=100_000, help="encyclopedia size for the search latency")
     parser.add_argument("--quick", action="store_true", help="tiny settings: small databases, few steps")
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     args = parser.parse_args(argv)
-    if min(args.resets, args.steps, args.repeats) < 1:
-        parser.error("--resets, --steps and --repeats must be at least 1")
+    if min(args.resets, args.steps, args.repeats, args.articles) < 1:
+        parser.error("--resets, --steps, --repeats and --articles must be at least 1")
     size, latency_size = "default", "perf"
     if args.quick:
         args.resets, args.steps, args.repeats = min(args.resets, 5), min(args.steps, 100), min(args.repeats, 2)
         size = latency_size = "small"
+        args.articles = min(args.articles, 1_000)
     report = {
         "size": size,
         "speed": {env_id: speed(env_id, args.resets, args.steps, size) for env_id in IDS},
         "latency": query_latency(latency_size, args.repeats),
+        "search": search_latency(args.articles, queries=50 if args.quick else 200),
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -118,6 +140,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     for template, row in latency["templates"].items():
         print(f"  {template:20s} p50 {row['p50_ms']:8.2f} ms  max {row['max_ms']:8.2f} ms")
+    search = report["search"]
+    print(
+        f"search at {search['articles']:,.0f} articles: p50 {search['search_p50_ms']:.2f} ms, "
+        f"p99 {search['search_p99_ms']:.2f} ms (index ready in {search['setup_s']:.1f} s)"
+    )
     return 0
 
 
