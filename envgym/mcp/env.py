@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import ConfigError, EnvContractError, EnvgymError, InvalidKwargsError, suggest
 from envgym.mcp.client import MAX_RESULT_CHARS, MCPConnection, describe_server, openai_tools
+from envgym.spaces import MAX_TEXT_LENGTH
 from envgym.tools import ToolCall, ToolCallError, parse_tool_calls, tool_error, tool_result
 
 __all__ = ["MCP_ID", "MCPEnv", "load_tasks"]
@@ -132,6 +133,10 @@ class MCPEnv(TextEnv):
         fresh_session: a new session (a new stdio server) at every reset.
         max_result_chars: characters of a tool result kept.
 
+    Determinism: as the server's. A stdio server with ``fresh_session=True`` starts from scratch
+    every episode (``envgym.testing.check_env`` passes on the test calculator that way); a
+    server that keeps state across sessions gives each episode what the last one left.
+
     Version history: v0 (this).
     """
 
@@ -163,6 +168,14 @@ class MCPEnv(TextEnv):
         for label, value in (("timeout", timeout), ("connect_timeout", connect_timeout)):
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
                 raise InvalidKwargsError(f"{label} must be a positive number of seconds, got {value!r}.")
+        if (
+            isinstance(max_result_chars, bool)
+            or not isinstance(max_result_chars, int)
+            or not (100 <= max_result_chars <= MAX_TEXT_LENGTH // 2)
+        ):
+            raise InvalidKwargsError(
+                f"max_result_chars must be an integer from 100 to {MAX_TEXT_LENGTH // 2}, got {max_result_chars!r}."
+            )
         extra = tuple(verifier_components)
         for component in extra:
             if not isinstance(component, str) or not component.endswith("_reward"):

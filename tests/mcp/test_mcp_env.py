@@ -187,6 +187,7 @@ def test_tasks_from_jsonl_with_splits(tmp_path: Path, http_url: str) -> None:
         ({"verifier": VERIFIER, "timeout": 0}, "timeout must be a positive number"),
         ({"verifier": VERIFIER, "verifier_components": ["cost"]}, "ending in '_reward'"),
         ({"verifier": VERIFIER, "verifer": 1}, "Did you mean 'verifier'"),
+        ({"verifier": VERIFIER, "max_result_chars": 10**9}, "max_result_chars must be an integer from 100"),
     ],
 )
 def test_bad_arguments_fail_at_make_before_any_server_starts(kwargs: dict[str, Any], message: str) -> None:
