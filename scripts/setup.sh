@@ -100,6 +100,16 @@ case ",${EXTRAS}," in
     if docker info >/dev/null 2>&1; then
       .venv/bin/python -m envgym.environments.swe.images build || \
         echo "could not build the SWE images: the Docker sandbox tests will be skipped" >&2
+      # The images that serve a family over the network (envgym image, envgym/serve/images.py), built
+      # from this machine's files with no registry: SWE (~35 s), and GUI, whose Chromium .debs are
+      # fetched from Debian's mirror here (~15 s) before the build (~5 min the first time; an
+      # unchanged build is a no-op).
+      if .venv/bin/python -c "import fastapi, uvicorn" 2>/dev/null; then
+        .venv/bin/envgym image build swe >/dev/null || \
+          echo "could not build the SWE serving image: its tests build it" >&2
+        { .venv/bin/envgym image fetch gui >/dev/null && .venv/bin/envgym image build gui >/dev/null; } || \
+          echo "could not build the GUI serving image: its test is skipped" >&2
+      fi
     else
       echo "no Docker engine answers: the Docker sandbox tests will be skipped" >&2
     fi
