@@ -162,3 +162,13 @@ def test_gui_grounding_in_a_browser() -> None:
     infos = _play("envgym/GUIGrounding-v0", steps=1, oracle=True)
     assert infos[-1]["success"]
     assert infos[-1]["reward_basis"] == list(type(envgym.make("envgym/GUIGrounding-v0").unwrapped).reward_basis)
+
+
+def test_tools_sql_exploration_is_diagnostic() -> None:
+    infos = _play("envgym/Tools-SQL-v0", steps=6, oracle=True)  # the oracle runs its query before submitting
+    last = infos[-1]
+    assert last["success"] and last["reward_components"]["exploration_reward"] > 0
+    assert "exploration_reward" not in last["reward_basis"]
+    from envgym.environments.tools.sql import SQLEnv
+
+    assert "diagnostic" in card_sections(SQLEnv.env_card())["Reward basis"]
