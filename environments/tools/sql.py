@@ -17,7 +17,7 @@ from envgym.environments.tools import sqldata
 from envgym.environments.tools.sqldata import SCHEMAS, SIZES, SqlTask
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
-from envgym.errors import ConfigError, InvalidKwargsError, check_choice
+from envgym.errors import ConfigError, InvalidKwargsError, check_choice, suggest
 from envgym.tools import ToolCallError, looks_like_tool_call, parse_tool_calls, tool_error, tool_result
 
 __all__ = ["DIFFICULTIES", "TOOLS", "SQLEnv", "results_match"]
@@ -362,11 +362,12 @@ class SQLEnv(TextEnv):
             template = options.get("template", rng.choice(sorted(sqldata.TEMPLATES)))
             schema = options.get("schema", rng.choice(self.schemas))
             instance = options.get("instance", 0)
-            if template not in sqldata.TEMPLATES or schema not in SCHEMAS:
-                raise ConfigError(
-                    f"options must name a template of {sorted(sqldata.TEMPLATES)} and a schema of {sorted(SCHEMAS)}, "
-                    f"got template={template!r}, schema={schema!r}."
-                )
+            for label, value, choices in (("template", template, sqldata.TEMPLATES), ("schema", schema, SCHEMAS)):
+                if not isinstance(value, str) or value not in choices:
+                    hint = suggest(value, choices) if isinstance(value, str) else ""
+                    raise ConfigError(
+                        f"options[{label!r}] must be one of {', '.join(sorted(choices))}, got {value!r}.{hint}"
+                    )
             if isinstance(instance, bool) or not isinstance(instance, int) or not 0 <= instance < sqldata.INSTANCES:
                 raise ConfigError(f"options['instance'] must be an integer from 0 to {sqldata.INSTANCES - 1}.")
         else:

@@ -13,7 +13,7 @@ from envgym.environments.tools import sqldata
 from envgym.environments.tools.sql import EFFICIENCY_MAX, EXPLORATION_BONUS, SQLEnv, results_match
 
 import envgym
-from envgym.errors import InvalidKwargsError
+from envgym.errors import ConfigError, InvalidKwargsError
 
 
 def call(name: str, **arguments: str) -> str:
@@ -213,6 +213,12 @@ def test_bad_kwargs_are_refused() -> None:
         SQLEnv(row_cap=0)
     with pytest.raises(InvalidKwargsError):
         SQLEnv(size="huge")
+    env = SQLEnv(size="small")
+    with pytest.raises(ConfigError, match="Did you mean 'top_people'"):
+        env.reset(seed=0, options={"template": "top_peple"})
+    with pytest.raises(ConfigError, match="options\\['schema'\\]"):
+        env.reset(seed=0, options={"schema": ["shop"]})
+    env.close()
 
 
 @pytest.mark.parametrize("env_id", ["envgym/Tools-SQL-Easy-v0", "envgym/Tools-SQL-Hard-v0"])
