@@ -239,3 +239,11 @@ def test_the_per_process_caches_change_no_task(cache: str) -> None:
     cold = [(env.reset(seed=s)[1]["task"], list(env._gold)) for s in range(12)]
     assert warm == cold and sqldata._VALUES and sql._GOLD
     env.close()
+
+
+def test_a_query_is_read_as_sent_inside_its_action_block(env: SQLEnv) -> None:
+    env.reset(seed=5)
+    obs, *_ = env.step(
+        'Let me check.\n<action>{"name": "execute_sql", "arguments": {"query": "SELECT \'a   b\'"}}</action>'
+    )
+    assert obs.startswith("Tool result (execute_sql):") and "\na   b\n" in obs  # the spaces of the literal kept
