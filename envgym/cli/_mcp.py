@@ -33,13 +33,13 @@ mcp_app = typer.Typer(
 def serve_command(
     env_id: Annotated[str, typer.Argument(help="A registered single-agent id to serve.", show_default=False)],
     transport: Annotated[str, typer.Option("--transport", help="stdio or http (streamable HTTP).")] = "stdio",
-    host: Annotated[str, typer.Option("--host", help="Interface to listen on (http).")] = "127.0.0.1",
-    port: Annotated[int, typer.Option("--port", help="TCP port (http); 0 takes a free one.")] = 8000,
+    host: Annotated[str, typer.Option("--host", help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="TCP port.")] = 8000,
     max_sessions: Annotated[
-        int, typer.Option("--max-sessions", min=1, help="Most MCP sessions at once (each holds one env).")
+        int, typer.Option("--max-sessions", min=1, help="Most sessions at once (each holds one env).")
     ] = 64,
     idle_timeout: Annotated[
-        float, typer.Option("--idle-timeout", help="Seconds without a call before a session's env is closed.")
+        float, typer.Option("--idle-timeout", help="Seconds without a message before a session is closed.")
     ] = 900.0,
     kwargs: Annotated[
         list[str] | None,

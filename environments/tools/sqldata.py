@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envgym.models import cache_dir as envgym_cache_dir
+
 __all__ = [
     "INSTANCES",
     "SCHEMAS",
@@ -278,8 +280,6 @@ def _build(schema: Schema, instance: int, events: int, path: Path) -> None:
 def database_path(schema: str, instance: int, size: str, cache_dir: Path | None = None) -> Path:
     """The file of the database ``(schema, instance, size)``, built first when it is missing."""
     if cache_dir is None:
-        from envgym.models import cache_dir as envgym_cache_dir
-
         cache_dir = envgym_cache_dir() / "tools-sql"
     path = Path(cache_dir) / f"v{GENERATOR_VERSION}-{schema}-{instance}-{size}.sqlite"
     if not path.exists():
