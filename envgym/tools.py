@@ -58,6 +58,7 @@ __all__ = [
     "looks_like_tool_call",
     "parse_tool_calls",
     "strict_parameters",
+    "tool_calls_from",
     "tool_error",
     "tool_names",
     "tool_result",
@@ -185,17 +186,21 @@ def _depth(text: str) -> int:
     return deepest
 
 
+_DECODER = json.JSONDecoder(
+    parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_no_duplicates
+)
+
+
 def loads_strict(text: str, *, max_chars: int = MAX_CALL_CHARS, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` for text from strangers: size and depth checked first; NaN, infinities and
     duplicate keys refused. Raises :class:`ToolCallError` (no tool named) on any problem."""
     if len(text) > max_chars:
         raise ToolCallError(f"the call is {len(text)} characters long; at most {max_chars} are accepted.")
-    if _depth(text) > max_depth:
+    # Fewer opening brackets than the limit cannot nest deeper: the scan is for the rare rest.
+    if text.count("[") + text.count("{") > max_depth and _depth(text) > max_depth:
         raise ToolCallError(f"the call nests arrays/objects more than {max_depth} deep.")
     try:
-        return json.loads(
-            text, parse_constant=_refuse_constant, parse_float=_finite_float, object_pairs_hook=_no_duplicates
-        )
+        return _DECODER.decode(text)
     except json.JSONDecodeError as err:
         raise ToolCallError(f"not valid JSON ({err.msg} at character {err.pos}).") from None
     except (ValueError, RecursionError) as err:
@@ -381,10 +386,11 @@ def tool_names(tools: Iterable[Mapping[str, Any]]) -> list[str]:
     return [s["function"]["name"] if "function" in s else s["name"] for s in tools]
 
 
-def _index(tools: Any) -> dict[str, Mapping[str, Any]]:
-    """``name -> parameters schema`` from a mapping of that, or a list of function schemas."""
+def _index(tools: Any) -> Mapping[str, Mapping[str, Any]]:
+    """``name -> parameters schema`` from a mapping of that (used as is: the fast path for an env
+    that builds it once), or a list of function schemas."""
     if isinstance(tools, Mapping):
-        return dict(tools)
+        return tools
     out: dict[str, Mapping[str, Any]] = {}
     for schema in tools:
         spec = schema.get("function", schema)
@@ -598,8 +604,18 @@ def parse_tool_calls(
     """
     if not isinstance(text, str):
         raise ToolCallError(f"expected the tool call as JSON text, got {type(text).__name__}.")
+    return tool_calls_from(loads_strict(text.strip()), tools, parallel=parallel, legacy=legacy)
+
+
+def tool_calls_from(
+    data: Any,
+    tools: Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]],
+    *,
+    parallel: bool = False,
+    legacy: bool = False,
+) -> list[ToolCall]:
+    """:func:`parse_tool_calls` on JSON already decoded (by :func:`loads_strict`: the bounds are its)."""
     index = _index(tools)
-    data = loads_strict(text.strip())
     if isinstance(data, list):
         if not parallel:
             raise ToolCallError(

@@ -28,7 +28,7 @@ from envgym.environments.service.user import STOP, AgentFromSpec, LLMUser, Repla
 
 from envgym.core import InvalidAction, Task, TextEnv, Transition
 from envgym.errors import EnvgymError, InvalidKwargsError
-from envgym.tools import ToolCallError, loads_strict, parse_tool_calls, tool_schemas, tools_card
+from envgym.tools import ToolCallError, loads_strict, tool_calls_from, tool_schemas, tools_card
 
 __all__ = ["BASIS_COMPONENTS", "DONE_WORDS", "TEST_MODULUS", "ServiceEnv", "validate_tasks"]
 
@@ -184,6 +184,7 @@ class ServiceEnv(TextEnv):
         self._tools = self.domain.tool_map()
         # One list for the whole env: every info["tools"] is this object (read it, do not mutate it).
         self.tool_schemas: list[dict[str, Any]] = tool_schemas(t.schema() for t in self._tools.values())
+        self._parameters = {s["function"]["name"]: s["function"]["parameters"] for s in self.tool_schemas}
         self._deprecation: str | None = None
         self.world: World | None = None
         self.start: World | None = None
@@ -301,7 +302,7 @@ class ServiceEnv(TextEnv):
                     return ("message", message.strip())
                 raise InvalidAction('a JSON action is {"name": ..., "arguments": {...}} or {"message": "..."}.')
         try:
-            calls = parse_tool_calls(text, self.tool_schemas, parallel=True, legacy=True)
+            calls = tool_calls_from(data, self._parameters, parallel=True, legacy=True)
         except ToolCallError as err:
             if self._deprecation is not None and err.tool is not None:
                 # An old-dialect call gets the words it always got (published bundles replay them).

@@ -92,6 +92,7 @@ STRUCTURED_TOOLS: list[dict[str, Any]] = tool_schemas(
         },
     ]
 )
+_PARAMETERS = {s["function"]["name"]: s["function"]["parameters"] for s in STRUCTURED_TOOLS}
 
 
 _PYTEST_CLOCK = re.compile(
@@ -437,7 +438,7 @@ class SWEEnv(TextEnv):
         if command.strip() == "submit":
             return ("submit", {})
         try:
-            (call,) = parse_tool_calls(command, STRUCTURED_TOOLS, legacy=True)
+            (call,) = parse_tool_calls(command, _PARAMETERS, legacy=True)
         except ToolCallError as err:
             raise InvalidAction(str(err)) from None
         self._deprecation = call.deprecation
