@@ -20,7 +20,8 @@ model meant is a guess; the call is refused rather than guessed).
 **The schema subset** :func:`validate_arguments` checks: ``type`` (a name or a list of names among
 string, integer, number, boolean, array, object, null), ``properties``, ``required``,
 ``additionalProperties`` (``false``, ``true`` or a schema), ``enum``, ``items``,
-``minimum``/``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems``. One deliberate
+``minimum``/``maximum``, ``minLength``/``maxLength``, ``minItems``/``maxItems`` (other keywords,
+such as ``pattern`` or ``anyOf``, are passed on to the model but not checked). One deliberate
 difference from JSON Schema: an object schema that lists ``properties`` refuses other keys unless
 ``additionalProperties`` says otherwise (tools are strict, as OpenAI's strict mode is; the schemas
 envgym emits say ``"additionalProperties": false`` explicitly, so a JSON-Schema validator agrees).
@@ -298,15 +299,20 @@ def strict_parameters(schema: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a parameters schema with ``"additionalProperties": false`` on every object that
     lists ``properties`` and does not say (what :func:`validate_arguments` enforces anyway)."""
 
-    def walk(node: Any) -> Any:
-        if isinstance(node, Mapping):
-            out = {k: walk(v) for k, v in node.items()}
-            if "properties" in out and "additionalProperties" not in out:
-                out["additionalProperties"] = False
-            return out
-        if isinstance(node, list):
-            return [walk(v) for v in node]
-        return node
+    def walk(node: Any) -> Any:  # schema positions only: a property named "properties" is not a keyword
+        if not isinstance(node, Mapping):
+            return node
+        out = dict(node)
+        if isinstance(out.get("properties"), Mapping):
+            out["properties"] = {k: walk(v) for k, v in out["properties"].items()}
+            out.setdefault("additionalProperties", False)
+        for key in ("items", "additionalProperties"):
+            if isinstance(out.get(key), Mapping):
+                out[key] = walk(out[key])
+        for key in ("anyOf", "oneOf", "allOf"):
+            if isinstance(out.get(key), list):
+                out[key] = [walk(v) for v in out[key]]
+        return out
 
     out = walk(dict(schema))
     out.setdefault("type", "object")

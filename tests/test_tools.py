@@ -174,6 +174,11 @@ def test_strict_parameters_closes_every_object_that_lists_properties() -> None:
     assert strict["type"] == "object" and strict["additionalProperties"] is False
     assert strict["properties"]["a"]["additionalProperties"] is False
     assert "additionalProperties" not in params["properties"]["a"]  # a copy
+    # a parameter named like a keyword stays a parameter
+    named = strict_parameters({"properties": {"properties": {"type": "string"}, "items": {"type": "integer"}}})
+    assert named["properties"] == {"properties": {"type": "string"}, "items": {"type": "integer"}}
+    nested = strict_parameters({"properties": {"xs": {"type": "array", "items": {"properties": {"k": {}}}}}})
+    assert nested["properties"]["xs"]["items"]["additionalProperties"] is False
 
 
 # --------------------------------------------------------------------------- parsing
