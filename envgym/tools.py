@@ -106,6 +106,13 @@ class ToolCallError(EnvgymError, ValueError):
     def __str__(self) -> str:
         return tool_error(self.tool, self.detail)
 
+    def __reduce__(self) -> tuple[Any, ...]:  # keep the tool across processes (worker pools pickle errors)
+        return (_rebuild_error, (self.detail, self.tool))
+
+
+def _rebuild_error(detail: str, tool: str | None) -> ToolCallError:
+    return ToolCallError(detail, tool=tool)
+
 
 @dataclass(frozen=True)
 class ToolCall:

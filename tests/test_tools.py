@@ -226,6 +226,13 @@ def test_arguments_that_break_the_schema_are_errors_phrased_for_the_model() -> N
     )
 
 
+def test_the_error_pickles_with_its_tool() -> None:
+    import pickle
+
+    error = pickle.loads(pickle.dumps(_error('{"name": "execute_sql", "arguments": {}}')))
+    assert error.tool == "execute_sql" and str(error).startswith("Tool error (execute_sql): arguments: missing")
+
+
 def test_an_unknown_tool_gets_did_you_mean() -> None:
     error = _error('{"name": "exec_sql", "arguments": {"query": "q"}}')
     assert error.tool is None
