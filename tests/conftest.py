@@ -69,6 +69,17 @@ def ray_instance() -> Iterator[Any]:
         ray.shutdown()
 
 
+@pytest.fixture(scope="module")
+def no_thread_playwright() -> None:
+    """Stop the browsers an earlier test of this worker left in the main thread. While a browser
+    env holds Playwright's sync API in a thread, Playwright marks the thread's event loop as
+    running and ``asyncio.run`` there refuses to start (a browser that only lingers does not:
+    envgym.browser.pool lifts the mark); modules that call ``asyncio.run`` use this fixture."""
+    from envgym.browser.pool import shutdown_browsers
+
+    shutdown_browsers()
+
+
 def _start_ray(ray: Any, tries: int = 3) -> None:
     """``ray.init``, tried again when its node does not come up: Ray gives its raylet a fixed 30 s to
     register, which a machine that other jobs keep busy can miss. Only when every try misses is the

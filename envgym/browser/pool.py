@@ -17,6 +17,7 @@ process is killed, the driver sees its pipe close and takes Chromium down with i
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import logging
 import os
@@ -90,6 +91,7 @@ class _Entry:
     users: int = 0
     idle: dict[Hashable, list[tuple[Any, Any]]] = field(default_factory=dict)
     timer: threading.Timer | None = None
+    parked: bool = False  # lingering with the thread's loop mark lifted (see _park)
 
     def driver_pid(self) -> int | None:
         try:  # private attributes of playwright-python; without them the browser does not linger
@@ -114,6 +116,29 @@ def require_browser(extra: str, purpose: str) -> None:
             f"{purpose} drives Debian's Chromium at {CHROMIUM}, which is missing: install it with "
             "`apt-get install chromium` (the project's scripts/setup.sh does) or point ENVGYM_CHROMIUM at one."
         )
+
+
+def _park(entry: _Entry) -> None:
+    """Lift the "event loop running" mark a lingering browser leaves on its thread.
+
+    Between calls, Playwright's sync API marks the thread's event loop as running (its dispatcher
+    is suspended inside it), so ``asyncio.run`` in that thread refuses to start. While an env holds
+    the browser that is Playwright's rule; while the browser only lingers for reuse, the thread
+    is free, so the mark is lifted and put back (:func:`_unpark`) before Playwright runs again.
+    """
+    loop = getattr(entry.manager, "_loop", None)  # private attribute of playwright-python
+    if loop is not None and asyncio._get_running_loop() is loop:
+        asyncio._set_running_loop(None)
+        entry.parked = True
+
+
+def _unpark(entry: _Entry) -> None:
+    if not entry.parked:
+        return
+    entry.parked = False
+    loop = getattr(entry.manager, "_loop", None)
+    if loop is not None and asyncio._get_running_loop() is None:
+        asyncio._set_running_loop(loop)
 
 
 def _cleanup_expired() -> None:
@@ -142,6 +167,8 @@ def acquire_browser(headless: bool = True) -> Any:
         if entry is not None and entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
+    if entry is not None:
+        _unpark(entry)
     if entry is None or not _connected(entry):
         users = 0
         if entry is not None:  # it died: start afresh, keeping the holds of its users
@@ -195,6 +222,7 @@ def release_browser(headless: bool = True, linger: float | None = None) -> None:
             timer.daemon = True
             entry.timer = timer
             timer.start()
+            _park(entry)
             return
         del _BROWSERS[key]
     _stop(entry)
@@ -305,6 +333,7 @@ def stop_thread_browsers() -> None:
 
 
 def _stop(entry: _Entry) -> None:
+    _unpark(entry)
     for closer in (entry.browser.close, entry.playwright.stop):
         try:
             closer()

@@ -29,6 +29,9 @@ from envgym.errors import ConfigError, UnknownEnvError
 from envgym.integrations import verifiers as adapter
 from envgym.rollout import Conversation, PromptConfig, RunConfig, run, tasks_for
 
+# asyncio.run in the main thread: no Playwright of an earlier test may hold it (conftest).
+pytestmark = pytest.mark.usefixtures("no_thread_playwright")
+
 ROOT = Path(__file__).resolve().parents[2]
 ENV_ID = "envgym/FrozenLake-v0"
 ORACLE_SEEDS = (0, 1)

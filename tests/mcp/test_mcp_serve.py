@@ -22,6 +22,9 @@ from envgym.mcp import MCPConnection
 from envgym.mcp.server import HTTPServer, build_server
 from envgym.tools import parse_tool_calls
 
+# asyncio.run in the main thread: no Playwright of an earlier test may hold it (conftest).
+pytestmark = pytest.mark.usefixtures("no_thread_playwright")
+
 SERVICE = "envgym/Service-Retail-v0"
 GAME = "envgym/Wordle-v0"
 

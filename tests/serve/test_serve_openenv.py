@@ -17,7 +17,9 @@ openenv_client = pytest.importorskip(
 )
 GenericEnvClient = openenv_client.GenericEnvClient
 
-pytestmark = pytest.mark.slow  # importing OpenEnv (gradio, fastmcp) takes ~8 s of CPU
+# Importing OpenEnv (gradio, fastmcp) takes ~8 s of CPU; asyncio.run in the main thread needs no
+# Playwright of an earlier test holding it (conftest).
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_thread_playwright")]
 WORDLE = "envgym/Wordle-v0"
 GUESSES = ["crane", "zzzzz", "slate", "pious", "dying", "mound", "wreck", "fjord", "blimp", "gusty"]
 

@@ -409,3 +409,37 @@ def test_after_shutdown_browsers_the_thread_can_use_playwright_itself() -> None:
     shutdown_browsers()
     with sync_playwright() as playwright:
         assert playwright.chromium is not None
+
+
+@needs_browser
+def test_a_lingering_browser_leaves_the_thread_free_for_asyncio() -> None:
+    """Playwright's sync API marks its thread's event loop as running between calls; a browser that
+    only lingers for reuse must not keep that mark, or ``asyncio.run`` in the thread refuses."""
+    pytest.importorskip("miniwob")
+    import asyncio
+
+    import envgym
+    from envgym.browser import pool
+
+    async def answer() -> int:
+        await asyncio.sleep(0)
+        return 42
+
+    env = envgym.make("envgym/MiniWoB-click-button-v0")
+    env.reset(seed=0)
+    refused = answer()
+    with pytest.raises(RuntimeError, match="running event loop"):  # held by an env: Playwright's rule
+        asyncio.run(refused)
+    refused.close()
+    env.close()
+    assert pool.live_browsers() == 1  # lingering
+    assert asyncio.run(answer()) == 42
+    again = envgym.make("envgym/MiniWoB-click-button-v0")
+    try:
+        again.reset(seed=1)  # the lingering browser, reused after asyncio used the thread
+        assert again.step("click(1)")[4]["action_valid"] in (True, False)
+    finally:
+        again.close()
+    pool.shutdown_browsers()  # stops it from this thread: Playwright's loop must be usable again
+    assert pool.live_browsers() == 0
+    assert asyncio.run(answer()) == 42
