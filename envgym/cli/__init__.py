@@ -1,6 +1,7 @@
 """The ``envgym`` command line.
 
-Subcommands: ``list``, ``info``, ``play``, ``check``, ``run``, ``run-all``, ``bench``, ``train``, ``leaderboard`` and ``webshop``. Results go to
+Subcommands: ``list``, ``info``, ``play``, ``check``, ``run``, ``run-all``, ``bench``, ``train``, ``leaderboard``,
+``webshop``, ``serve``, ``image``, ``mcp`` and ``new-family``. Results go to
 stdout (``--json`` for machines), progress and messages to stderr. Exit codes: 0 ok, 1 failed
 (a check or a run failed), 2 usage error (bad flag, unknown id, bad environment argument).
 
