@@ -40,11 +40,19 @@ case ",${EXTRAS}," in
     ;;
 esac
 quiet_pip install --quiet "${PIN[@]}" -e ".[${EXTRAS}]"
-# verl (the verl adapter in envgym.integrations) pins transformers<5.11, older than envgym's: it is
-# installed without its dependencies; the adapter uses only its agent-loop and tool classes.
+# verl (the verl adapter in envgym.integrations) pins transformers<5.11, older than envgym's, and its
+# wheel also ships top-level `tests` and `scripts` packages that would shadow other projects' (this
+# one's tests import `tests.support`...): it is installed without its dependencies into a folder of
+# its own, .venv/opt/verl, off sys.path; the verl adapter's tests put it at the end of the path.
 case ",${EXTRAS}," in
   *,integrations,*|*,all,*)
-    quiet_pip install --quiet --no-deps "verl==0.9.1"
+    if .venv/bin/python -m pip show verl >/dev/null 2>&1; then  # an earlier setup's install
+      quiet_pip uninstall --quiet --yes verl
+    fi
+    if [ ! -d .venv/opt/verl/verl-0.9.1.dist-info ]; then
+      rm -rf .venv/opt/verl
+      quiet_pip install --quiet --no-deps --target .venv/opt/verl "verl==0.9.1"
+    fi
     ;;
 esac
 # The documentation site (docs/, mkdocs.yml) as static HTML in site/, where the docs extra is

@@ -34,6 +34,9 @@ from envgym.rollout.prompting import Conversation, PromptConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 SUPPORT = ROOT / "tests" / "support"
+#: Where scripts/setup.sh installs verl: off sys.path, since its wheel also ships top-level `tests`
+#: and `scripts` packages; appended to the path where verl is imported.
+VERL = Path(sys.prefix) / "opt" / "verl"
 
 
 def oracle_actions(env_id: str, seed: int) -> tuple[list[str], list[float], list[dict[str, float]]]:
@@ -114,7 +117,7 @@ def runs() -> dict[str, Any]:
         text=True,
         timeout=600,
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(SUPPORT)},
+        env={**os.environ, "PYTHONPATH": str(SUPPORT), "ENVGYM_TEST_VERL_PATH": str(VERL)},
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
@@ -230,8 +233,10 @@ def test_dataset_rows_and_the_agent_loop_yaml_need_no_verl() -> None:
 
 
 @pytest.mark.skipif(not _missing("tensordict"), reason="verl's dependencies are installed: the class builds")
-def test_without_verls_dependencies_the_agent_loop_says_what_to_install() -> None:
+def test_without_verls_dependencies_the_agent_loop_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     from envgym.integrations import verl as envgym_verl
+
+    monkeypatch.setattr(sys, "path", [*sys.path, str(VERL)])
 
     with pytest.raises(ImportError, match="needs verl with its own dependencies.*tensordict"):
         envgym_verl.EnvgymAgentLoop  # noqa: B018  (the attribute builds the class)

@@ -26,8 +26,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import os
+
 import verl_standins
 
+# scripts/setup.sh installs verl off sys.path (its wheel ships top-level `tests` and `scripts`).
+if os.environ.get("ENVGYM_TEST_VERL_PATH"):
+    sys.path.append(os.environ["ENVGYM_TEST_VERL_PATH"])
 STANDINS = verl_standins.install()
 
 import torch

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 from envgym.environments.coopetition.catalog import GAMES
 from envgym.environments.coopetition.game import Game, ObservationConfig, TrustParams, ValueParams, symmetric
+from floats import FEW_OPS, assert_close_scaled
 from pettingzoo.test import api_test, parallel_api_test
 
 import envgym
 from envgym.errors import ConfigError, InvalidKwargsError, ResetNeededError, UnknownAgentError
-from tests.support.floats import FEW_OPS, assert_close_scaled
 
 F32 = np.float32
 TD = "envgym/Coop-TrustDilemma-v0"

@@ -25,9 +25,9 @@ from envgym.environments.coopetition.collective import (
     team_payoffs,
     team_production,
 )
+from floats import FEW_OPS, assert_close_scaled
 
 from envgym.errors import ConfigError, InvalidKwargsError
-from tests.support.floats import FEW_OPS, assert_close_scaled
 
 F32 = np.float32
 F64 = np.float64

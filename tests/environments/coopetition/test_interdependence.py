@@ -24,9 +24,9 @@ from envgym.environments.coopetition.interdependence import (
     RenaultNissan,
     SynergySearch,
 )
+from floats import FEW_OPS, assert_close_scaled
 
 from envgym.errors import ConfigError
-from tests.support.floats import FEW_OPS, assert_close_scaled
 
 E1 = math.e - 1.0
 F32 = np.float32

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 from envgym.environments.coopetition.api import build_game
-from envgym.environments.coopetition.pair import column_means32, f32, f32s, f32x2
 from envgym.environments.coopetition.interdependence import SynergySearch, _variance32
+from envgym.environments.coopetition.pair import column_means32, f32, f32s, f32x2
 from envgym.environments.coopetition.reciprocity import memory_average
 
 import envgym

@@ -29,10 +29,10 @@ from envgym.environments.coopetition.reciprocity import (
     reciprocity_sensitivity,
     trust_gated_effect,
 )
+from floats import FEW_OPS, assert_close_scaled
 
 import envgym
 from envgym.errors import ConfigError, InvalidKwargsError
-from tests.support.floats import FEW_OPS, assert_close_scaled
 
 F32 = np.float32
 TR4 = [g for g in GAMES if g.mechanism == "TR-4"]

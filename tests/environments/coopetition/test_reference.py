@@ -24,9 +24,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
+from floats import FEW_OPS, assert_close_scaled
 
 import envgym
-from tests.support.floats import FEW_OPS, assert_close_scaled
 
 REFERENCE = Path(__file__).parent / "reference"
 FILES = sorted(REFERENCE.glob("*.json.gz"))

@@ -14,9 +14,9 @@ import gymnasium
 import numpy as np
 import pytest
 from envgym.environments.coopetition.trust import SLCD, CooperativeNegotiation, RecoveryRace, ReputationMarket
+from floats import FEW_OPS, assert_close_scaled
 
 from envgym.errors import ConfigError
-from tests.support.floats import FEW_OPS, assert_close_scaled
 
 E1 = math.e - 1.0
 F32 = np.float32
