@@ -82,8 +82,10 @@ class PoolConfig:
             least = 1 if name == "workers" else 0
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
                 raise ConfigError(f"{name} must be an integer >= {least}, got {value!r}.")
-        if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, (int, float)) or not (
-            0 < self.timeout_s < math.inf
+        if (
+            isinstance(self.timeout_s, bool)
+            or not isinstance(self.timeout_s, (int, float))
+            or not (0 < self.timeout_s < math.inf)
         ):
             raise ConfigError(f"timeout_s must be a positive number of seconds, got {self.timeout_s!r}.")
         if self.memory_mb is not None and (
@@ -150,7 +152,11 @@ def _withdrawn() -> Answer:
     )
 
 
-def _duplicate(stored: dict[str, Any], reason: str) -> Answer:
+def _duplicate(stored: dict[str, Any], reason: str, content_hash: str | None = None) -> Answer:
+    """409 for another bundle of the same run; the same bundle (``content_hash``, when the upload's
+    hash is sound) stored by a concurrent upload between this one's checks is the 200 of a re-upload."""
+    if content_hash is not None and stored.get("content_hash") == content_hash:
+        return _existing(stored)
     if stored.get("hidden"):
         return _withdrawn()
     return _refusal(409, "duplicate", reason)
@@ -179,8 +185,9 @@ def process_upload(upload: Upload, store: Store) -> Answer:
     except BundleError as err:
         status = getattr(err, "status", 400)
         return _refusal(status, "too_large" if status == 413 else "malformed", str(err))
-    if bundle.recompute_hash() == bundle.content_hash:
-        existing = store.find(bundle.content_hash)
+    sound_hash = bundle.content_hash if bundle.recompute_hash() == bundle.content_hash else None
+    if sound_hash is not None:
+        existing = store.find(sound_hash)
         if existing is not None:
             return _existing(existing)
     # The same episodes under another name (or text cap): refused before the replay they would cost.
@@ -189,7 +196,7 @@ def process_upload(upload: Upload, store: Store) -> Answer:
     key = _episodes_key(bundle)
     twin = store.find_episodes(key) if key is not None else None
     if twin is not None:
-        return _duplicate(twin, str(DuplicateEpisodes(twin)))
+        return _duplicate(twin, str(DuplicateEpisodes(twin)), sound_hash)
     if upload.submitter is None and not upload.allow_anonymous_sandboxed:
         try:
             suite = find_suite(bundle.suite_id)
@@ -225,7 +232,7 @@ def process_upload(upload: Upload, store: Store) -> Answer:
     try:
         stored, created = store.add(verified, bundle_size=size, submitter=upload.submitter)
     except DuplicateEpisodes as err:  # stored by another upload while this one was replayed
-        return _duplicate(err.existing, str(err))
+        return _duplicate(err.existing, str(err), sound_hash)
     if not created:
         return _existing(stored)
     note = f"submission {stored['id']} ({stored['agent_name']!r}) from {upload.submitter or 'anonymous'}: stored"

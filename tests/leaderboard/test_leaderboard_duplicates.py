@@ -172,3 +172,44 @@ def test_a_run_stored_twice_before_refusal_keeps_both_rows_and_the_first_its_key
             "SELECT [unique] FROM pragma_index_list('submissions') WHERE name = 'ix_submissions_episodes_key'"
         ).fetchone()
     assert keys[1] is not None and keys[2] is None and unique == (1,)
+
+
+def test_the_same_bundle_stored_by_a_concurrent_upload_is_a_200_not_a_409(
+    db: Store, bundles: dict[str, Bundle], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two identical uploads at once: the second can miss the first in its content-hash check and
+    meet it in the same-run check (or at the store's unique key); it is a re-upload, not a twin."""
+    from envgym.leaderboard.intake import Upload, process_upload
+    from envgym.leaderboard.verify import VerifyConfig
+
+    data = _renamed(bundles["oracle"], "racing")
+
+    def upload() -> Any:
+        return process_upload(
+            Upload(
+                data=data, submitter=None, store_url="unused", max_unpacked_bytes=64 << 20, verify_config=VerifyConfig()
+            ),
+            db,
+        )
+
+    first = upload()
+    assert first.status == 201, first.body
+    monkeypatch.setattr(db, "find", lambda content_hash: None)  # the window before the first was stored
+    again = upload()
+    assert again.status == 200 and again.body["status"] == "exists", again.body
+    assert again.body["submission"]["id"] == first.body["submission"]["id"]
+    monkeypatch.setattr(db, "find_episodes", lambda key: None)  # ... and before its run key was
+    late = upload()
+    assert late.status == 200 and late.body["submission"]["id"] == first.body["submission"]["id"], late.body
+    # Another bundle of the same run (another name) is still the 409 of a twin.
+    twin = process_upload(
+        Upload(
+            data=_renamed(bundles["oracle"], "racing, renamed"),
+            submitter=None,
+            store_url="unused",
+            max_unpacked_bytes=64 << 20,
+            verify_config=VerifyConfig(),
+        ),
+        db,
+    )
+    assert twin.status == 409 and twin.body["error"] == "duplicate"
