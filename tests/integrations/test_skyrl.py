@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import skyrl_gym
-from envgym.agents.oracle import load_solver
+from oracle_episodes import oracle_episode
 
 import envgym
 from envgym.errors import ConfigError, ResetNeededError, UnknownEnvError
@@ -47,23 +47,6 @@ def skyrl_episode(row: dict[str, Any], replies, *, max_turns: int = 20, env_conf
     finally:
         env.close()
     return {"first_chat": first_chat, "init": init_meta, "steps": steps, "metrics": metrics, "chat": chat}
-
-
-def oracle_episode(env_id: str, seed: int) -> tuple[list[str], list[float], list[dict[str, float]], dict]:
-    """The oracle's actions for ``seed`` played in-process: actions, rewards, components, last info."""
-    env = envgym.make(env_id)
-    obs, info = env.reset(seed=seed)
-    policy = load_solver(env_id)(env_id, seed)
-    actions, rewards, components = [], [], []
-    while True:
-        action = policy.act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
-        actions.append(action)
-        rewards.append(float(reward))
-        components.append(dict(info["reward_components"]))
-        if terminated or truncated:
-            env.close()
-            return actions, rewards, components, info
 
 
 def scripted(texts):

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from envgym.agents.oracle import load_solver
+from oracle_episodes import oracle_episode
 
 import envgym
 from envgym.rewards.metrics import episode_totals
@@ -37,22 +37,6 @@ SUPPORT = ROOT / "tests" / "support"
 #: Where scripts/setup.sh installs verl: off sys.path, since its wheel also ships top-level `tests`
 #: and `scripts` packages; appended to the path where verl is imported.
 VERL = Path(sys.prefix) / "opt" / "verl"
-
-
-def oracle_actions(env_id: str, seed: int) -> tuple[list[str], list[float], list[dict[str, float]]]:
-    env = envgym.make(env_id)
-    obs, info = env.reset(seed=seed)
-    policy = load_solver(env_id)(env_id, seed)
-    actions, rewards, components = [], [], []
-    while True:
-        action = policy.act(obs, info)
-        obs, reward, terminated, truncated, info = env.step(action)
-        actions.append(action)
-        rewards.append(float(reward))
-        components.append(dict(info["reward_components"]))
-        if terminated or truncated:
-            env.close()
-            return actions, rewards, components
 
 
 def replay(env_id: str, seed: int, replies: list[str]) -> list[float]:
@@ -82,7 +66,7 @@ SOKOBAN, FROZEN = ("envgym/Sokoban-v0", 5), ("envgym/FrozenLake-v0", 2)
 @pytest.fixture(scope="module")
 def runs() -> dict[str, Any]:
     """Every scenario in one driver subprocess (verl's imports and the tiny model load once)."""
-    actions, rewards, components = oracle_actions(*SOKOBAN)
+    actions, rewards, components, _ = oracle_episode(*SOKOBAN)
     scenarios = [
         {
             "name": "oracle",
