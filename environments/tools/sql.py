@@ -43,6 +43,11 @@ EFFICIENCY_MAX = 0.2
 #: query reads.
 EXPLORATION_BONUS = 0.1
 
+#: Most candidate queries ``candidates=`` may offer.
+MAX_CANDIDATES = 10
+#: Draws tried for distractor queries before an episode offers fewer candidates.
+DISTRACTOR_DRAWS = 60
+
 #: Gold results kept per process (keyed by database file and query), at most.
 GOLD_CACHE_SIZE = 4_096
 _GOLD: dict[tuple[Any, str], list[tuple[Any, ...]]] = {}
@@ -196,8 +201,14 @@ class SQLEnv(TextEnv):
     per event row, at least 10 million: about a second on one core) and ``query_seconds``
     (default 10.0, a backstop above it): per-query limits. ``cache_dir``: where the
     databases are cached. ``reset(options={"schema": ..., "instance": ..., "template": ...})``
-    plays a chosen task (the split check is skipped). Plus the common
-    :class:`envgym.core.TextEnv` arguments.
+    plays a chosen task (the split check is skipped). ``candidates`` (``None``, the default, or
+    2-10): a multiple-choice variant for small models and for RL from scratch. Each episode
+    also lists that many candidate queries in its observation, the gold one and distractors drawn
+    from the same database (the same template with other values first, then the other templates
+    of the difficulty), none with the gold result; ``admissible_actions`` are the ``submit``
+    calls of the candidates, in a seeded order (any other call stays valid). A distractor is
+    drawn after the gold task, so a seed asks the same question with or without candidates.
+    Plus the common :class:`envgym.core.TextEnv` arguments.
 
     **Version history.** v0: first release (generator version 1).
     """
@@ -229,9 +240,16 @@ class SQLEnv(TextEnv):
         query_steps: int | None = None,
         query_seconds: float = 10.0,
         cache_dir: str | None = None,
+        candidates: int | None = None,
         reward: Any = None,
         **kwargs: Any,
     ) -> None:
+        if candidates is not None and (
+            isinstance(candidates, bool) or not isinstance(candidates, int) or not 2 <= candidates <= MAX_CANDIDATES
+        ):
+            raise InvalidKwargsError(
+                f"candidates must be None or an integer from 2 to {MAX_CANDIDATES}, got {candidates!r}."
+            )
         if difficulty is not None:
             check_choice("difficulty", difficulty, DIFFICULTIES)
         chosen = tuple(schemas) if schemas is not None else tuple(SCHEMAS)
@@ -266,6 +284,9 @@ class SQLEnv(TextEnv):
         self.query_steps = query_steps
         self.query_seconds = float(query_seconds)
         self.cache_dir = cache_dir
+        self.candidates = candidates
+        self._choices: list[str] = []
+        self._candidate_queries: list[str] = []
         self._pairs = [
             (t.name, s, i)
             for t in sqldata.templates_for(difficulty)
@@ -382,6 +403,8 @@ class SQLEnv(TextEnv):
             if len(_GOLD) < GOLD_CACHE_SIZE:
                 _GOLD[(key, task.sql)] = gold
         self._gold = gold
+        self._candidate_queries = self._draw_candidates(task, schema, rng, key) if self.candidates else []
+        self._choices = [json.dumps({"name": "submit", "arguments": {"query": q}}) for q in self._candidate_queries]
         self._calls = 0
         self._explored = set()
         self._submitted = False
@@ -390,8 +413,41 @@ class SQLEnv(TextEnv):
             id=f"tools-sql-{schema}{instance}-{template}-{zlib_key(task.question)}",
             goal=task.question,
             difficulty=task.difficulty,
-            extra={"schema": schema, "instance": instance, "template": template, "ordered": task.ordered},
+            extra={
+                "schema": schema,
+                "instance": instance,
+                "template": template,
+                "ordered": task.ordered,
+                **({"candidates": list(self._candidate_queries)} if self.candidates else {}),
+            },
         )
+
+    def _draw_candidates(self, task: SqlTask, schema: str, rng: random.Random, key: Any) -> list[str]:
+        """The gold query and up to ``candidates - 1`` distractors, shuffled: queries of the same
+        database whose results differ from the gold one (the same template with other values
+        first, then the other templates of the difficulty, in turn)."""
+        assert self.candidates is not None
+        others = [t.name for t in sqldata.templates_for(self.difficulty) if t.name != task.template]
+        queries = [task.sql]
+        for draw in range(DISTRACTOR_DRAWS):
+            if len(queries) == self.candidates:
+                break
+            template = task.template if draw % 2 == 0 or not others else others[(draw // 2) % len(others)]
+            distractor = sqldata.make_task(template, schema, rng, self._con, key=key)  # type: ignore[arg-type]
+            if distractor.sql in queries:
+                continue
+            try:
+                rows, more = self._run(distractor.sql, SUBMIT_ROWS)[1:]
+            except sqlite3.Error:  # pragma: no cover - generated queries run
+                continue
+            if more or not results_match(rows, self._gold, ordered=task.ordered):
+                queries.append(distractor.sql)
+        rng.shuffle(queries)
+        return queries
+
+    def admissible_actions(self) -> list[str] | None:
+        """The ``submit`` calls of the candidate queries (``candidates=``), else ``None``."""
+        return list(self._choices) if self.candidates else None
 
     def _intro(self) -> str:
         tools = "\n".join(json.dumps(t["function"], sort_keys=True) for t in TOOLS)
@@ -405,8 +461,11 @@ class SQLEnv(TextEnv):
 
     def _observe(self) -> str:
         assert self._sql_task is not None
+        offered = ""
+        if self._candidate_queries:
+            offered = "Candidate queries (submit one):\n" + "\n".join(f"- {q}" for q in self._candidate_queries) + "\n"
         return (
-            f"Question: {self._sql_task.question}\n"
+            f"Question: {self._sql_task.question}\n{offered}"
             f"Tool calls used: {self._calls} (budget {self.call_budget}); at most {self.max_turns} turns."
         )
 
@@ -529,7 +588,10 @@ class SQLEnv(TextEnv):
         return Transition(f"{head}\n\n{self._observe()}", rewards, terminated=True, success=correct)
 
     def sample_action(self, rng: random.Random) -> str:
-        """A random valid tool call: a schema look-up or a simple query, now and then a submit."""
+        """A random valid tool call: a schema look-up or a simple query, now and then a submit (with
+        ``candidates``: the submit of a random candidate)."""
+        if self._choices:
+            return rng.choice(self._choices)
         tables = self._table_names()
         roll = rng.random()
         if roll < 0.2:

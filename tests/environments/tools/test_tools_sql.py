@@ -247,3 +247,37 @@ def test_a_query_is_read_as_sent_inside_its_action_block(env: SQLEnv) -> None:
         'Let me check.\n<action>{"name": "execute_sql", "arguments": {"query": "SELECT \'a   b\'"}}</action>'
     )
     assert obs.startswith("Tool result (execute_sql):") and "\na   b\n" in obs  # the spaces of the literal kept
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "hard"])
+def test_candidates_offer_exactly_one_right_query_without_changing_the_question(difficulty: str, cache: str) -> None:
+    plain = SQLEnv(difficulty=difficulty, size="small", cache_dir=cache)
+    offered = SQLEnv(difficulty=difficulty, candidates=4, size="small", cache_dir=cache)
+    for seed in range(6):
+        question = plain.reset(seed=seed)[1]["task"]["goal"]
+        obs, info = offered.reset(seed=seed)
+        assert info["task"]["goal"] == question  # distractors are drawn after the gold task
+        queries = info["task"]["candidates"]
+        assert len(queries) == len(set(queries)) == 4
+        assert all(f"- {q}" in obs for q in queries)
+        assert info["admissible_actions"] == [call("submit", query=q) for q in queries]
+        assert offered.reset(seed=seed)[1]["admissible_actions"] == info["admissible_actions"]  # seeded order
+        right = []
+        for action in info["admissible_actions"]:
+            offered.reset(seed=seed)
+            _, reward, terminated, _, end = offered.step(action)
+            assert terminated and end["admissible_actions"] == []
+            right.append(end["success"])
+        assert right.count(True) == 1, (seed, queries)
+        offered.reset(seed=seed)  # any other tool stays valid
+        assert offered.step(call("list_tables"))[4]["action_valid"]
+        # the random agent draws among the candidates
+        assert offered.sample_action(__import__("random").Random(seed)) in offered.admissible_actions()
+    plain.close()
+    offered.close()
+
+
+@pytest.mark.parametrize("candidates", [1, 11, True, "4", 2.0])
+def test_bad_candidate_counts_are_refused(candidates: object) -> None:
+    with pytest.raises(InvalidKwargsError, match="candidates must be None or an integer from 2 to 10"):
+        SQLEnv(candidates=candidates, size="small")
