@@ -10,8 +10,16 @@ the rollout. This module builds that object for any registered single-agent text
   another) through :func:`envgym.remote.make`.
 * ``reset(**row)`` resets the env with the row's ``seed`` (and ``split``) and returns the first
   observation, with the valid actions when the env lists them.
-* The one tool, ``act(action)``, is one ``env.step``: it returns the next observation, or the
-  end of the episode; a call after the end changes nothing and says so.
+* The tools. For an env whose actions are tool calls (``info["tools"]``: SWE-Tools, Service-*,
+  Tools-*, MCP-v0; docs/tools.md) each of the env's tools is a tool of its own, with the env's
+  name, description and parameters (``tools="auto"``, the default): the model calls
+  ``execute_sql(query=...)`` and the call is one ``env.step`` of
+  ``{"name": "execute_sql", "arguments": {"query": ...}}``; the env checks the arguments against
+  its schema (TRL's schema, built from the method's signature, keeps the names, types, required
+  parameters and enums; the env's bounds such as ``maxLength`` still hold). Every other env (and
+  ``tools="act"``) has one tool, ``act(action)``: one ``env.step`` of the action text. Either
+  way a call returns the next observation, or the end of the episode; a call after the end
+  changes nothing and says so.
 * ``get_reward()`` is the episode's return: the sum of the env's step rewards, i.e. what envgym's
   rubric gave, exactly what the harness and envgym's trainer score. An episode the env failed in
   (an exception, an infrastructure termination reason) returns ``None``: TRL leaves such a rollout
@@ -29,8 +37,8 @@ the rollout. This module builds that object for any registered single-agent text
   TRL also knows how to parse tool calls from.
 
 Not supported: multi-agent ids (one policy and one env per rollout in TRL), observations that are
-not text (images, dicts), and the JSON tool actions of tool envs (SWE-Tools, Service-*) as one TRL
-tool per env tool: there the model passes the JSON action through ``act``.
+not text (images, dicts). Several calls in one turn are taken as one step each (in TRL's order),
+not as one parallel step.
 
 Example::
 
@@ -53,6 +61,7 @@ Example::
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -86,6 +95,21 @@ logger = logging.getLogger(__name__)
 DEFAULT_INSTRUCTION = (
     "You are playing {env_id}. Play by calling the `act` tool with one action at a time, until the episode is over."
 )
+#: Method names of the environment class that an env's tool may not take (TRL calls ``reset`` and
+#: ``get_reward`` itself; ``episode`` is a view).
+RESERVED_TOOL_NAMES = frozenset({"reset", "get_reward", "episode", "act"})
+#: ``tools=`` modes of :func:`environment_factory`.
+TOOL_MODES = ("auto", "act")
+#: Python annotations of JSON-schema types (what TRL's schema is rebuilt from).
+_JSON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "object": dict,
+    "array": list,
+}
+
 #: Finished episodes a factory keeps in :attr:`EnvironmentFactory.episodes` (the newest).
 DEFAULT_HISTORY = 1024
 
@@ -156,7 +180,9 @@ class EnvgymEnvironment:
     resets it for every new one).
 
     The public methods other than ``reset`` and ``get_reward`` are the tools TRL shows the model:
-    there is one, :meth:`act`. Everything else is private on purpose.
+    :meth:`act`, or, for an env with tools, one method per env tool (the factory's
+    :attr:`EnvironmentFactory.tools`; ``act`` is then absent). Everything else is private on
+    purpose.
     """
 
     #: The factory this class belongs to (set on the subclass :class:`EnvironmentFactory` makes).
@@ -208,14 +234,17 @@ class EnvgymEnvironment:
         Returns:
             The next observation, or how the episode ended.
         """
+        return self._step(_tool_text(action), "act")
+
+    def _step(self, text: str, tool: str) -> str:
+        """One ``env.step`` of ``text`` (the action a call of ``tool`` made)."""
         factory = self._factory
         if not self._started:
             return "No episode is running: nothing happened."
         if self._error is not None:
             return f"The environment failed ({self._error}); this episode is over and will not be scored."
         if self._reason is not None:
-            return f"The episode is already over ({self._reason}); this action was not taken. Stop calling act."
-        text = _tool_text(action)
+            return f"The episode is already over ({self._reason}); this action was not taken. Stop calling {tool}."
         try:
             observation, reward, terminated, truncated, info = self._env.step(text)
         except Exception as err:  # noqa: BLE001 - the env crashed: infrastructure, never a score
@@ -312,6 +341,8 @@ class EnvironmentFactory:
         env_class: the class of the instances, named after the id (``FrozenLake_v0``): TRL logs
             ``get_reward`` as ``rewards/<class name>/mean``.
         reward_components: the env's reward component names, in its order.
+        tools: the env's tools (OpenAI function schemas) given to the model as tools of their
+            own; empty when the one tool is ``act``.
         episodes: the newest scored episodes (:class:`EpisodeRecord`), oldest first.
         steps: ``env.step`` calls made by all instances so far.
         instances: every instance made so far.
@@ -324,6 +355,7 @@ class EnvironmentFactory:
         *,
         url: str | None = None,
         history: int = DEFAULT_HISTORY,
+        tools: str = "auto",
     ) -> None:
         if not isinstance(env_id, str) or not ENV_ID.match(env_id):
             raise ConfigError(f"env_id must be a registered id such as 'envgym/FrozenLake-v0', got {env_id!r}.")
@@ -336,6 +368,7 @@ class EnvironmentFactory:
                     f"{env_id!r} is a multi-agent ({found.kind}) environment; TRL's environment_factory plays one "
                     "policy per env: use a single-agent id (envgym list --kind gymnasium)."
                 )
+        check_choice("tools", tools, TOOL_MODES)
         self.env_id = env_id
         self.env_kwargs = dict(env_kwargs)
         self.url = url
@@ -343,22 +376,28 @@ class EnvironmentFactory:
         self.episodes: deque[EpisodeRecord] = deque(maxlen=history)
         self.steps = 0
         self.instances: list[EnvgymEnvironment] = []
-        match = ENV_ID.match(env_id)
-        assert match is not None
-        name = re.sub(r"\W", "_", f"{match['name']}_v{match['version']}")
-        self.env_class: type[EnvgymEnvironment] = type(
-            name, (EnvgymEnvironment,), {"_factory": self, "__doc__": f"{env_id} for TRL: {EnvgymEnvironment.__doc__}"}
-        )
-        # One env made and reset now: bad kwargs, a server that is not there, or observations that
-        # are not text fail here, before any training; the env then serves the first instance.
+        # One env made and reset now: bad kwargs, a server that is not there, observations that
+        # are not text, or tools that cannot be methods fail here, before any training; the env
+        # then serves the first instance.
         self._spare: Any = self._make(self.default_split)
         try:
             observation, info = self._spare.reset(seed=0)
             self._check_observation(observation)
+            env_tools = _env_tools(env_id, info) if tools == "auto" else []
         except BaseException:
             self._spare.close()
             raise
         self.reward_components: tuple[str, ...] = tuple(info.get("reward_components", {}))
+        #: The env's tools (OpenAI function schemas) that are the model's tools, or empty: ``act``.
+        self.tools: list[dict[str, Any]] = env_tools
+        match = ENV_ID.match(env_id)
+        assert match is not None
+        name = re.sub(r"\W", "_", f"{match['name']}_v{match['version']}")
+        members: dict[str, Any] = {"_factory": self, "__doc__": f"{env_id} for TRL: {EnvgymEnvironment.__doc__}"}
+        if env_tools:
+            members["act"] = None  # not a tool here: the env's own tools are
+            members.update({t["function"]["name"]: _tool_method(t["function"]) for t in env_tools})
+        self.env_class: type[EnvgymEnvironment] = type(name, (EnvgymEnvironment,), members)
 
     def __call__(self) -> EnvgymEnvironment:
         instance = self.env_class()
@@ -404,8 +443,86 @@ class EnvironmentFactory:
             )
 
 
+def _env_tools(env_id: str, info: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The env's tools from a reset's ``info``, checked to make methods (empty: none)."""
+    listed = info.get("tools") or []
+    if not isinstance(listed, list):
+        raise ConfigError(f"{env_id!r} lists info['tools'] as {type(listed).__name__}, not a list of tool schemas.")
+    tools = []
+    for tool in listed:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        name = function.get("name") if isinstance(function, Mapping) else None
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError(
+                f"{env_id!r} has a tool named {name!r}, which cannot be a method name for TRL: "
+                "use environment_factory(..., tools='act') (the model then sends the JSON call through act)."
+            )
+        if name in RESERVED_TOOL_NAMES or name.startswith("_"):
+            raise ConfigError(
+                f"{env_id!r} has a tool named {name!r}, a name the TRL environment keeps for itself "
+                f"({', '.join(sorted(RESERVED_TOOL_NAMES))}, or private): use environment_factory(..., tools='act')."
+            )
+        tools.append({"type": "function", "function": dict(function)})
+    return tools
+
+
+def _annotation(schema: Any) -> Any:
+    """The Python type TRL's schema builder reads back as ``schema``'s JSON type."""
+    kind = schema.get("type") if isinstance(schema, Mapping) else None
+    if isinstance(kind, list):  # ["string", "null"]: the first non-null one
+        kind = next((k for k in kind if k != "null"), "string")
+    if kind == "array":
+        items = _annotation(schema.get("items", {}))
+        return list[items] if items is not Any else list
+    return _JSON_TYPES.get(kind, Any) if isinstance(kind, str) else Any
+
+
+def _tool_method(function: Mapping[str, Any]) -> Callable[..., str]:
+    """A method ``name(self, **arguments)`` whose signature and docstring state the tool's schema
+    (TRL builds the schema it shows the model from them) and whose call is one env step of
+    ``{"name": name, "arguments": arguments}``."""
+    name: str = function["name"]
+    parameters = function.get("parameters") or {}
+    properties = parameters.get("properties") or {}
+    required = set(parameters.get("required") or ())
+
+    def call(self: EnvgymEnvironment, **arguments: Any) -> str:
+        return self._step(json.dumps({"name": name, "arguments": arguments}), name)
+
+    signature = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    annotations: dict[str, Any] = {}
+    lines = []
+    for key, schema in properties.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            continue  # not a keyword argument; the env's own schema still names it in its errors
+        annotations[key] = _annotation(schema)
+        signature.append(
+            inspect.Parameter(
+                key,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=annotations[key],
+                **({} if key in required else {"default": None}),
+            )
+        )
+        text = " ".join(str((schema or {}).get("description") or f"the {key}").split()) or f"the {key}"
+        if isinstance(schema, Mapping) and isinstance(schema.get("enum"), list):
+            text += f" (choices: {json.dumps(schema['enum'])})"
+        lines.append(f"    {key}: {text}")
+    description = " ".join(str(function.get("description") or f"The {name} tool.").split())
+    call.__name__ = call.__qualname__ = name
+    call.__doc__ = description + ("\n\nArgs:\n" + "\n".join(lines) + "\n" if lines else "\n")
+    call.__signature__ = inspect.Signature(signature, return_annotation=str)  # type: ignore[attr-defined]
+    call.__annotations__ = {**annotations, "return": str}
+    return call
+
+
 def environment_factory(
-    env_id: str, *, url: str | None = None, history: int = DEFAULT_HISTORY, **env_kwargs: Any
+    env_id: str,
+    *,
+    url: str | None = None,
+    history: int = DEFAULT_HISTORY,
+    tools: str = "auto",
+    **env_kwargs: Any,
 ) -> EnvironmentFactory:
     """An environment factory for ``GRPOTrainer(environment_factory=...)`` playing ``env_id``.
 
@@ -414,15 +531,19 @@ def environment_factory(
         url: play the env served by ``envgym serve`` at this address (``ws://HOST:PORT``)
             instead of in this process.
         history: how many scored episodes :attr:`EnvironmentFactory.episodes` keeps.
+        tools: ``"auto"``: an env with tools (``info["tools"]``) gives the model each of its tools
+            as a tool of its own, any other env the one tool ``act``; ``"act"``: always ``act``
+            (the model writes the env's JSON call as the action).
         env_kwargs: the env's keyword arguments (``max_turns=8``, ``difficulty="easy"``);
             ``split`` is the default split of rows that do not name one.
 
     Raises:
         UnknownEnvError: ``env_id`` is not registered (with the closest ids).
-        ConfigError: a multi-agent id, an env whose observations are not text, a bad ``url``.
+        ConfigError: a multi-agent id, an env whose observations are not text, a bad ``url``,
+            an env tool whose name cannot be a method (pass ``tools="act"``).
         InvalidKwargsError: kwargs the env refuses.
     """
-    return EnvironmentFactory(env_id, env_kwargs, url=url, history=history)
+    return EnvironmentFactory(env_id, env_kwargs, url=url, history=history, tools=tools)
 
 
 def reward_functions(factory: EnvironmentFactory) -> list[Callable[..., list[float | None]]]:

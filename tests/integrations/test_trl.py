@@ -10,6 +10,7 @@ train for real with TRL on the tiny test model: ``examples/trl_grpo.py --smoke``
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import json
 import math
 import os
@@ -264,6 +265,125 @@ def test_dataset_rows_and_their_checks() -> None:
         envgym_trl.dataset(LAKE, seeds=[1, -2])
 
 
+SQL = "envgym/Tools-SQL-Easy-v0"
+
+
+def test_a_tool_env_gives_trl_its_own_tools_with_the_envs_schemas() -> None:
+    from transformers.utils import get_json_schema
+
+    factory = envgym_trl.environment_factory(SQL, size="small")
+    try:
+        env = factory()
+        env.reset(seed=2)
+        methods = {
+            name: getattr(env, name)
+            for name, _ in inspect.getmembers(type(env), predicate=inspect.isfunction)
+            if name not in ("reset", "get_reward") and not name.startswith("_")
+        }
+        # what TRL collects as the tools: the env's four, and no `act`
+        assert sorted(methods) == ["describe_table", "execute_sql", "list_tables", "submit"]
+        reference = envgym.make(SQL, size="small")
+        assert factory.tools == reference.reset(seed=0)[1]["tools"]
+        reference.close()
+        for tool in factory.tools:
+            function = tool["function"]
+            built = get_json_schema(methods[function["name"]])["function"]  # TRL's schema of the method
+            assert built["name"] == function["name"]
+            assert built["description"] == " ".join(function["description"].split())
+            wanted = function["parameters"]
+            assert built["parameters"].get("required", []) == wanted.get("required", [])
+            assert {k: v["type"] for k, v in built["parameters"]["properties"].items()} == {
+                k: v["type"] for k, v in wanted["properties"].items()
+            }
+    finally:
+        factory.close()
+
+
+def test_tool_calls_are_env_steps_and_earn_what_envgym_gives() -> None:
+    from envgym.agents.solvers.tools_sql import Solver
+
+    factory = envgym_trl.environment_factory(SQL, size="small")
+    try:
+        env = factory()
+        first = env.reset(seed=4, split="test")
+        reference = envgym.make(SQL, size="small", split="test")
+        obs, info = reference.reset(seed=4)
+        assert first == "\n\n" + obs
+        # a call with arguments against the schema is the env's invalid step, as in-process
+        bad = env.execute_sql(query="")
+        expected = reference.step(json.dumps({"name": "execute_sql", "arguments": {"query": ""}}))
+        assert bad == expected[0] and not expected[4]["action_valid"]
+        solver = Solver(SQL, 4)
+        rewards = [float(expected[1])]
+        done = False
+        while not done:
+            call = json.loads(solver.act(obs, info))
+            answer = getattr(env, call["name"])(**call["arguments"])  # how TRL runs a parsed tool call
+            obs, reward, terminated, truncated, info = reference.step(json.dumps(call))
+            rewards.append(float(reward))
+            done = terminated or truncated
+            assert answer.startswith(obs)
+        reference.close()
+        episode = env.episode
+        assert episode.success and episode.termination_reason == "success"
+        assert json.loads(episode.actions[0]) == {"name": "execute_sql", "arguments": {"query": ""}}
+        assert env.get_reward() == pytest.approx(math.fsum(rewards), abs=1e-12)
+        assert env.submit(query="SELECT 1").startswith("The episode is already over (success)")
+        assert "Stop calling submit." in env.submit(query="SELECT 1")
+    finally:
+        factory.close()
+
+
+def test_tools_act_keeps_the_one_act_tool_for_a_tool_env() -> None:
+    factory = envgym_trl.environment_factory(SQL, size="small", tools="act")
+    try:
+        env = factory()
+        assert factory.tools == [] and callable(env.act) and not hasattr(env, "execute_sql")
+        env.reset(seed=1)
+        assert env.act('{"name": "list_tables", "arguments": {}}').startswith("Tool result (list_tables): customers")
+        assert env.episode.actions == ('{"name": "list_tables", "arguments": {}}',)
+    finally:
+        factory.close()
+    with pytest.raises(InvalidKwargsError, match="tools must be one of 'auto', 'act'"):
+        envgym_trl.environment_factory(SQL, size="small", tools="native")
+
+
+def test_grpo_trainer_shows_the_envs_tools_to_the_model(tmp_path: Path) -> None:
+    """TRL's own set-up probes the factory: its per-env tools are the env's, and its chat
+    template renders their schemas into the prompt."""
+    from trl import GRPOConfig, GRPOTrainer
+
+    model, tokenizer = envgym.models.tiny_causal_lm(seed=0)
+    tokenizer = envgym_trl.use_tool_chat_template(tokenizer)
+    factory = envgym_trl.environment_factory(SQL, size="small")
+    try:
+        trainer = GRPOTrainer(
+            model=model,
+            processing_class=tokenizer,
+            train_dataset=envgym_trl.dataset(SQL, seeds=range(4)),
+            args=GRPOConfig(
+                output_dir=str(tmp_path),
+                per_device_train_batch_size=2,
+                num_generations=2,
+                max_steps=1,
+                report_to="none",
+                use_cpu=True,
+                activation_checkpointing=False,  # said, so the deprecated name stays unset
+            ),
+            environment_factory=factory,
+        )
+        names = sorted(tool.__name__ for tool in trainer._env_tools[None])
+        assert names == ["describe_table", "execute_sql", "list_tables", "submit"]
+        prompt = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}], tools=trainer._env_tools[None], tokenize=False
+        )
+        for tool in factory.tools:
+            assert f'"name": "{tool["function"]["name"]}"' in prompt
+        assert '"query"' in prompt
+    finally:
+        factory.close()
+
+
 def test_the_tool_template_lets_trl_render_and_parse_tool_calls() -> None:
     from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
@@ -383,3 +503,20 @@ def test_grpo_trains_over_envgym_serve(lake_server, one_thread, tmp_path: Path) 
     while lake_server.active_sessions and time.monotonic() < deadline:
         time.sleep(0.05)
     assert lake_server.active_sessions == 0  # close() ended every session
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("reset", "a name the TRL environment keeps"),
+        ("act", "a name the TRL environment keeps"),
+        ("_secret", "a name the TRL environment keeps"),
+        ("read-file", "cannot be a method name"),
+        (None, "cannot be"),
+    ],
+)
+def test_env_tools_that_cannot_be_methods_are_refused_naming_tools_act(name: Any, message: str) -> None:
+    info = {"tools": [{"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}]}
+    with pytest.raises(ConfigError, match=message) as caught:
+        envgym_trl._env_tools("envgym/Some-v0", info)
+    assert "tools='act'" in str(caught.value)

@@ -265,7 +265,7 @@ def test_candidates_offer_exactly_one_right_query_without_changing_the_question(
         right = []
         for action in info["admissible_actions"]:
             offered.reset(seed=seed)
-            _, reward, terminated, _, end = offered.step(action)
+            _, _, terminated, _, end = offered.step(action)
             assert terminated and end["admissible_actions"] == []
             right.append(end["success"])
         assert right.count(True) == 1, (seed, queries)
