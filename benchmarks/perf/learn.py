@@ -175,6 +175,33 @@ PRESETS: dict[str, dict[str, Any]] = {
             "choices": "admissible",
         },
     },
+    "tools-sql-choice": {
+        "adapter": "tools-sql-choice",
+        "env_id": "envgym/Tools-SQL-Easy-v0",
+        # Multiple-choice text-to-SQL: the observation lists 4 candidate queries of the question's
+        # database (the gold one, the same template with other values, another template); the
+        # admissible replies are their submit calls. Held-out: the test split's (template,
+        # schema, database) triples, none of which occurs in training.
+        "env_kwargs": {"candidates": 4, "size": "small"},
+        "max_turns": 1,
+        "max_new_tokens": 64,  # the longest submit call is about 45 tokens
+        "system_prompt": "You answer questions about a SQLite database. Reply with one tool call as JSON: "
+        "submit the candidate query that answers the question.",
+        "train": {
+            "algo": "grpo",
+            # one submit per episode: a contextual bandit over questions, 8 replies per question
+            "group_size": 8,
+            "groups_per_update": 8,
+            "minibatches": 4,
+            "lr": 1e-3,
+            # the untrained model already picks the right query about half the time (the screening
+            # run): at T = 1 a group of 8 mixes right and wrong picks; at T = 2 training success
+            # fell to chance (0.23) and most of the signal with it
+            "temperature": 1.0,
+            "lora": {"r": 16, "alpha": 32, "dropout": 0.0, "target_modules": "all-linear", "top_layers": 8},
+            "choices": "admissible",
+        },
+    },
     "miniwob-click-button": {
         **_MINIWOB_CLICKS,
         "adapter": "miniwob-click-button",
