@@ -232,6 +232,9 @@ class FakeOpenAIServer:
 class _Handler(BaseHTTPRequestHandler):
     owner: FakeOpenAIServer
     protocol_version = "HTTP/1.1"  # keep-alive, like real servers; every reply sets Content-Length
+    # Headers and body go out in two writes; with Nagle's algorithm on a kept-alive connection the
+    # second waits for the client's delayed ACK (about 40 ms on Linux) on every request.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
         pass
