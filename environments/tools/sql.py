@@ -204,8 +204,8 @@ class SQLEnv(TextEnv):
     plays a chosen task (the split check is skipped). ``candidates`` (``None``, the default, or
     2-10): a multiple-choice variant for small models and for RL from scratch. Each episode
     also lists that many candidate queries in its observation, the gold one and distractors drawn
-    from the same database (the same template with other values first, then the other templates
-    of the difficulty), none with the gold result; ``admissible_actions`` are the ``submit``
+    from the same database (alternately the same template with other values and the other
+    templates of the difficulty), none with the gold result; ``admissible_actions`` are the ``submit``
     calls of the candidates, in a seeded order (any other call stays valid). A distractor is
     drawn after the gold task, so a seed asks the same question with or without candidates.
     Plus the common :class:`envgym.core.TextEnv` arguments.
@@ -285,7 +285,6 @@ class SQLEnv(TextEnv):
         self.query_seconds = float(query_seconds)
         self.cache_dir = cache_dir
         self.candidates = candidates
-        self._choices: list[str] = []
         self._candidate_queries: list[str] = []
         self._pairs = [
             (t.name, s, i)
@@ -397,14 +396,8 @@ class SQLEnv(TextEnv):
         key = (schema, instance, self.size, str(self._path))
         task = sqldata.make_task(template, schema, rng, con, key=key)
         self._sql_task = task
-        gold = _GOLD.get((key, task.sql))
-        if gold is None:
-            gold = self._run(task.sql, SUBMIT_ROWS)[1]
-            if len(_GOLD) < GOLD_CACHE_SIZE:
-                _GOLD[(key, task.sql)] = gold
-        self._gold = gold
+        self._gold = self._result(key, task.sql)
         self._candidate_queries = self._draw_candidates(task, schema, rng, key) if self.candidates else []
-        self._choices = [json.dumps({"name": "submit", "arguments": {"query": q}}) for q in self._candidate_queries]
         self._calls = 0
         self._explored = set()
         self._submitted = False
@@ -422,10 +415,20 @@ class SQLEnv(TextEnv):
             },
         )
 
+    def _result(self, key: Any, sql: str) -> list[tuple[Any, ...]]:
+        """The rows of a generated query (at most ``SUBMIT_ROWS``), kept per process in ``_GOLD``."""
+        rows = _GOLD.get((key, sql))
+        if rows is None:
+            rows = self._run(sql, SUBMIT_ROWS)[1]
+            if len(_GOLD) < GOLD_CACHE_SIZE:
+                _GOLD[(key, sql)] = rows
+        return rows
+
     def _draw_candidates(self, task: SqlTask, schema: str, rng: random.Random, key: Any) -> list[str]:
         """The gold query and up to ``candidates - 1`` distractors, shuffled: queries of the same
-        database whose results differ from the gold one (the same template with other values
-        first, then the other templates of the difficulty, in turn)."""
+        database whose results differ from the gold one, drawn alternately from the same template
+        (other values) and from the other templates of the difficulty, in turn. A distractor's
+        rows are cut at ``SUBMIT_ROWS``, as a submit reads them: a longer result never matches."""
         assert self.candidates is not None
         others = [t.name for t in sqldata.templates_for(self.difficulty) if t.name != task.template]
         queries = [task.sql]
@@ -437,17 +440,19 @@ class SQLEnv(TextEnv):
             if distractor.sql in queries:
                 continue
             try:
-                rows, more = self._run(distractor.sql, SUBMIT_ROWS)[1:]
+                rows = self._result(key, distractor.sql)
             except sqlite3.Error:  # pragma: no cover - generated queries run
                 continue
-            if more or not results_match(rows, self._gold, ordered=task.ordered):
+            if not results_match(rows, self._gold, ordered=task.ordered):
                 queries.append(distractor.sql)
         rng.shuffle(queries)
         return queries
 
     def admissible_actions(self) -> list[str] | None:
         """The ``submit`` calls of the candidate queries (``candidates=``), else ``None``."""
-        return list(self._choices) if self.candidates else None
+        if not self.candidates:
+            return None
+        return [json.dumps({"name": "submit", "arguments": {"query": q}}) for q in self._candidate_queries]
 
     def _intro(self) -> str:
         tools = "\n".join(json.dumps(t["function"], sort_keys=True) for t in TOOLS)
@@ -590,8 +595,9 @@ class SQLEnv(TextEnv):
     def sample_action(self, rng: random.Random) -> str:
         """A random valid tool call: a schema look-up or a simple query, now and then a submit (with
         ``candidates``: the submit of a random candidate)."""
-        if self._choices:
-            return rng.choice(self._choices)
+        offered = self.admissible_actions()
+        if offered:
+            return rng.choice(offered)
         tables = self._table_names()
         roll = rng.random()
         if roll < 0.2:
