@@ -77,7 +77,7 @@ from envgym.agents.sampling import sample_next_tokens
 from envgym.errors import ConfigError, EnvgymError, MissingDependencyError
 from envgym.models import adapter_agent_options, load_causal_lm, load_tokenizer
 from envgym.rollout.agent import Agent, AgentInput, AgentOutput
-from envgym.rollout.lm import chat_prompt_ids, stop_strings, stop_token_ids, turn_seed
+from envgym.rollout.lm import chat_prompt_ids, chat_system_text, stop_strings, stop_token_ids, turn_seed
 
 __all__ = ["HFAgent", "sample_next_tokens", "threads_for_load"]
 
@@ -325,20 +325,15 @@ class HFAgent(Agent):
     def _system_prefix(self, item: AgentInput, prompt: list[int]) -> int:
         """How many leading ids of ``prompt`` are the system turn alone (0: no reusable prefix).
 
-        The system message rendered on its own by the chat template must spell exactly the
-        first ids of the whole prompt (true of ChatML templates such as SmolLM2's); anything else
+        The system message rendered on its own by the chat template (with the env's tools, which
+        the template writes into the system turn: :func:`envgym.rollout.lm.chat_system_text`) must
+        spell exactly the first ids of the whole prompt (true of ChatML templates such as
+        SmolLM2's, and of the tool template); anything else
         (no system message, a template that rewrites it, a prefix shorter than
         :data:`MIN_PREFIX`) gets no prefix and the prompt is prefilled whole."""
-        messages = item.messages
-        if (
-            not self.prefix_cache
-            or not self._splittable
-            or len(messages) < 2
-            or messages[0].get("role") != "system"
-            or not getattr(self.tokenizer, "chat_template", None)
-        ):
+        text = chat_system_text(self.tokenizer, item) if self.prefix_cache and self._splittable else None
+        if text is None:
             return 0
-        text = self.tokenizer.apply_chat_template([dict(messages[0])], add_generation_prompt=False, tokenize=False)
         ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
         if len(ids) < MIN_PREFIX or len(ids) >= len(prompt) or prompt[: len(ids)] != list(ids):
             return 0

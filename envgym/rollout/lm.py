@@ -6,7 +6,8 @@ replies on the same tokens and strings, and seed each turn from the same parts; 
 the one place those rules live, so the two cannot drift apart:
 
 * :func:`chat_prompt_ids`: a turn's messages through the tokenizer's chat template, assistant
-  turn opened (or plain paragraphs for a model without a template);
+  turn opened (or plain paragraphs for a model without a template); :func:`chat_system_text`:
+  the system turn alone, rendered the same way (the prefix a KV cache may keep);
 * :func:`stop_token_ids`: the EOS ids of the generation config and tokenizer plus the chat
   end-of-turn tokens (:data:`CHAT_STOP_TOKENS`) the vocabulary has;
 * :func:`stop_strings`: an input's ``stop`` strings, checked, empty ones dropped;
@@ -30,6 +31,7 @@ __all__ = [
     "CHAT_STOP_TOKENS",
     "chat_prompt_ids",
     "chat_prompt_text",
+    "chat_system_text",
     "mix_seed",
     "stop_strings",
     "stop_token_ids",
@@ -63,6 +65,30 @@ def chat_prompt_text(tokenizer: Any, item: AgentInput) -> str | None:
     if not getattr(tokenizer, "chat_template", None):
         return None
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def chat_system_text(tokenizer: Any, item: AgentInput) -> str | None:
+    """The system turn of ``item`` alone, rendered as :func:`chat_prompt_text` renders the whole
+    prompt (the same template, the env's tools too), or ``None`` where the first message is not a
+    system message or the tokenizer has no template. Agents that cache a prompt's KV by its system
+    turn use it: with tools, the template writes them into that turn, so the system message rendered
+    without them would not spell the start of the prompt."""
+    messages = [dict(m) for m in item.messages]
+    if len(messages) < 2 or messages[0].get("role") != "system":
+        return None
+    tools = tools_of(item.info)
+    template = tool_chat_template(tokenizer) if tools else None
+    if template is not None:
+        return tokenizer.apply_chat_template(
+            tool_messages(messages[:1], structured_calls=False),
+            tools=tools,
+            chat_template=template,
+            add_generation_prompt=False,
+            tokenize=False,
+        )
+    if not getattr(tokenizer, "chat_template", None):
+        return None
+    return tokenizer.apply_chat_template(messages[:1], add_generation_prompt=False, tokenize=False)
 
 
 def chat_prompt_ids(tokenizer: Any, item: AgentInput) -> list[int]:

@@ -158,6 +158,72 @@ def test_cached_system_turns_give_the_replies_of_whole_prompt_prefills(kwargs: d
     assert not agent._prefixes
 
 
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "execute_sql",
+            "description": "Run one read-only SQL query on the task's database and return its rows.",
+            "parameters": {
+                "type": "object",
+                "properties": {"query": {"type": "string", "description": "one SELECT statement"}},
+                "required": ["query"],
+            },
+        },
+    }
+]
+
+
+def test_an_envs_tools_join_the_cached_system_turn() -> None:
+    """With tools, the template writes them into the system turn: that whole turn (tools included)
+    is the cached prefix, and the replies are those of whole-prompt prefills."""
+    from envgym.rollout.lm import chat_prompt_ids, chat_system_text
+
+    model, tokenizer = tiny_causal_lm(seed=0)
+    inputs = [
+        AgentInput(
+            f"ep{i}",
+            "envgym/Test-v0",
+            "obs",
+            {"tools": TOOLS},
+            0,
+            ({"role": "system", "content": SYSTEM[0]}, {"role": "user", "content": f"Question {i}? " * (2 + 3 * i)}),
+        )
+        for i in range(4)
+    ]
+    text = chat_system_text(tokenizer, inputs[0])
+    assert text is not None and "execute_sql" in text
+    prompt = chat_prompt_ids(tokenizer, inputs[0])
+    without_tools = tokenizer.apply_chat_template([inputs[0].messages[0]], tokenize=False)
+    plain = tokenizer(without_tools, add_special_tokens=False)["input_ids"]
+    assert prompt[: len(plain)] != plain  # the system message rendered without its tools starts no prompt
+
+    def play(prefix_cache: int) -> tuple[list[Any], list[int], HFAgent]:
+        agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=6, prefix_cache=prefix_cache)
+        for i in range(4):
+            agent.start_episode(f"ep{i}", "envgym/Test-v0", 10 + i)
+        widths: list[int] = []
+        forward = agent._forward
+
+        def counting(input_ids: Any, *args: Any) -> Any:
+            widths.append(input_ids.shape[0] * input_ids.shape[1])
+            return forward(input_ids, *args)
+
+        agent._forward = counting  # type: ignore[method-assign]
+        return agent.act(inputs), widths, agent
+
+    cached, cached_widths, agent = play(256)
+    whole, whole_widths, _ = play(0)
+    (key,) = agent._prefixes  # one system turn, tools included, prefilled once
+    assert list(key) == tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert prompt[: len(key)] == list(key) and len(key) > 40
+    assert sum(cached_widths) < sum(whole_widths) - 2 * len(key)  # prompt positions computed, all rows
+    for a, b in zip(cached, whole, strict=True):
+        assert a.token_ids == b.token_ids and a.prompt_token_ids == b.prompt_token_ids
+        scale = max(1.0, *map(abs, b.logprobs))
+        assert_close_scaled(a.logprobs, b.logprobs, dtype=torch.float32, ulps=ONE_PASS, scale=scale)
+
+
 def test_the_prefix_cache_keeps_the_most_recently_used() -> None:
     model, tokenizer = tiny_causal_lm(seed=0)
     agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=2, prefix_cache=2)
