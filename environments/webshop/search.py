@@ -18,29 +18,39 @@ one. Every environment instance opens the file read-only: workers share it throu
 system's page cache rather than holding copies.
 
 :meth:`SearchIndex.search` ranks from impact arrays written next to the FTS5 file: per term, the
-documents containing it (in document order), their BM25 term scores, and the term's largest score
-(``maxima.npy``, 8 bytes a term; derived on first use for an index written before it existed). On
-large catalogues it prunes with MaxScore (Turtle and Flood, 1995) over those per-term bounds:
+documents containing it (in document order), their BM25 term scores, the term's largest score
+(``maxima.npy``, 8 bytes a term) and its block bounds (``blocks.npy``: for each block of 16
+consecutive products, a bound on the term's scores there, one byte: a multiple 0-255 of the term's
+maximum / 255, rounded up; 0 where no product of the block has the term; 1 byte per term per 16
+products, 34 MB at 1,000,000 products, memory-mapped and shared like the other arrays). An index
+written before either existed derives them on first use (about 1 s at 1,000,000 products). On
+large catalogues the search prunes with MaxScore (Turtle and Flood, 1995) over the per-term
+bounds, refined per block as block-max MaxScore does (Ding and Suel, 2011):
 
 0. a first lower bound ``theta`` on the ``limit``-th best score: the ``limit``-th best of the first
    1/32 of the products, scored in full (1/32 of an exhaustive search). The search first runs
    with a higher guess (the slice's score of the rank 4 * ``limit`` products would have there)
    and keeps that result only if at least ``limit`` products reach the guess, which proves it a
    lower bound too; otherwise it runs again from the proven one;
-1. terms are read in full from the highest bound down, summing into a dense accumulator, until
-   the bounds of the terms left sum below ``theta``: a product in none of the lists read cannot
-   reach it;
-2. the other terms are added only for the products whose bound (sum so far + bounds left) still
-   reaches ``theta``: by one pass over the term's list while those are many, by a binary search
-   for each while they are few; ``theta`` rises to the ``limit``-th best sum so far as it goes;
+1. per block, the query's bound is the sum of its terms' block bounds; blocks whose bound is below
+   ``theta`` are skipped throughout. Terms are read in full (in the other blocks) from the highest
+   bound down, summing into a dense accumulator, until the bounds of the terms left sum below
+   ``theta``: a product in none of the lists read cannot reach it;
+2. the other terms are added only for the products whose bound (sum so far + the block bounds of
+   the terms left) still reaches ``theta``: by one pass over the term's list while those are
+   many, by a binary search for each while they are few; ``theta`` rises to the ``limit``-th best
+   sum so far as it goes;
 3. the few left are scored exactly, term by term in query order, as the exhaustive sum does.
 
 So the ranking, the scores and the ties are bit for bit those of
 :meth:`SearchIndex.search_exhaustive`, which scores every matching product and stays available
 (the tests compare the two, and both with FTS5's own ranking). Bounds are compared with a relative
 margin of a few units in the last place per term, so float rounding can only keep a product
-longer, never drop one that belongs. The working memory is 9 bytes per product and process
-(float64 sums and a candidate mark, 9 MB at 1,000,000 products), reused and left all zero.
+longer, never drop one that belongs. Queries whose lists hold fewer than :data:`PRUNE_FROM`
+postings are summed exhaustively, in the same working memory. The working memory is 9 bytes per
+product and process (float64 sums and a candidate mark, 9 MB at 1,000,000 products), reused and
+left all zero, plus 8 bytes per block and query term while a search runs (0.5 MB a term at
+1,000,000 products).
 """
 
 from __future__ import annotations
@@ -96,6 +106,11 @@ _LOOKUP_COST = 8
 #: Queries whose lists hold fewer postings than this are scored exhaustively: below it the fixed
 #: costs of pruning outweigh what it saves (10,000 products: 0.4 ms exhaustive).
 PRUNE_FROM = 50_000
+#: Block bounds cover blocks of 2**_BLOCK_SHIFT consecutive product indexes (16: 1 byte per term per
+#: 16 products, 34 MB at 1,000,000 products and 550 terms).
+_BLOCK_SHIFT = 4
+#: A block bound is a multiple, 0 to _BLOCK_STEPS, of the term's maximum / _BLOCK_STEPS (one byte).
+_BLOCK_STEPS = 255
 
 
 def default_index_dir(catalogue: Catalogue, cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -189,7 +204,9 @@ def _write_impacts(con: sqlite3.Connection, n_docs: int, folder: Path) -> None:
     np.save(folder / "offsets.npy", starts)
     np.save(folder / "docs.npy", doc_ids)
     np.save(folder / "impacts.npy", impacts)
-    np.save(folder / "maxima.npy", _term_maxima(starts, impacts))
+    maxima = _term_maxima(starts, impacts)
+    np.save(folder / "maxima.npy", maxima)
+    np.save(folder / "blocks.npy", _block_bounds(starts, doc_ids, impacts, maxima, n_docs))
     (folder / "terms.json").write_text(json.dumps(terms))
 
 
@@ -198,6 +215,38 @@ def _term_maxima(offsets: np.ndarray, impacts: np.ndarray) -> np.ndarray:
     if len(offsets) < 2:
         return np.zeros(0)
     return np.maximum.reduceat(impacts, offsets[:-1])
+
+
+def _n_blocks(n_docs: int) -> int:
+    return (max(n_docs, 1) - 1 >> _BLOCK_SHIFT) + 1
+
+
+def _block_steps(maxima: np.ndarray) -> np.ndarray:
+    """Per term, the value of one step of its block bounds: its maximum / _BLOCK_STEPS, rounded up so
+    that _BLOCK_STEPS steps reach the maximum."""
+    return np.nextafter(maxima / _BLOCK_STEPS, np.inf)
+
+
+def _block_bounds(
+    offsets: np.ndarray, docs: np.ndarray, impacts: np.ndarray, maxima: np.ndarray, n_docs: int
+) -> np.ndarray:
+    """Per term and block of 2**_BLOCK_SHIFT products: the number of steps (uint8, see
+    :func:`_block_steps`) whose value, ``steps * step`` in float64, is at least the term's largest
+    impact in the block; 0 where the term is in none of the block's products."""
+    n_terms = len(offsets) - 1 if len(offsets) else 0
+    out = np.zeros((n_terms, _n_blocks(n_docs)), dtype=np.uint8)
+    steps = _block_steps(maxima)
+    for t in range(n_terms):
+        lo, hi = int(offsets[t]), int(offsets[t + 1])
+        if hi == lo:
+            continue
+        block = docs[lo:hi] >> _BLOCK_SHIFT
+        starts = np.flatnonzero(np.diff(block, prepend=-1))  # each block's first posting
+        top = np.maximum.reduceat(impacts[lo:hi], starts)
+        q = np.ceil(top / steps[t])
+        q += q * steps[t] < top  # the division rounded down: one step more
+        out[t, block[starts]] = q
+    return out
 
 
 def _valid(folder: Path, catalogue: Catalogue) -> bool:
@@ -244,6 +293,8 @@ class _Arrays:
     docs: np.ndarray  # int32 document ids, ascending within each term
     impacts: np.ndarray  # float64 BM25 term scores, aligned with docs
     maxima: np.ndarray  # float64 per term: its largest impact
+    blocks: np.ndarray  # uint8 (terms, blocks): per term, a bound on its impacts in each block, in steps
+    steps: np.ndarray  # float64 per term: the value of one step of its block bounds
     n_docs: int
 
     def postings(self, row: int) -> tuple[np.ndarray, np.ndarray]:
@@ -336,8 +387,27 @@ class SearchIndex:
                 maxima = np.load(self.folder / "maxima.npy")
             except FileNotFoundError:  # an index written before the maxima were: derive them once
                 maxima = _term_maxima(offsets, impacts)
-            n_docs = json.loads((self.folder / _META).read_text())["documents"]
-            self._arrays = _Arrays({t: i for i, t in enumerate(terms)}, offsets, docs, impacts, maxima, int(n_docs))
+            n_docs = int(json.loads((self.folder / _META).read_text())["documents"])
+            shape = (len(terms), _n_blocks(n_docs))
+            blocks: np.ndarray | None
+            try:
+                blocks = np.load(self.folder / "blocks.npy", mmap_mode="r").view(np.ndarray)
+            except FileNotFoundError:  # an index written before the block bounds were: derive them
+                blocks = None
+            if blocks is not None and (blocks.shape != shape or blocks.dtype != np.uint8):
+                logger.warning(
+                    "%s holds %s %s, not uint8 %s: derived anew",
+                    self.folder / "blocks.npy",
+                    blocks.dtype,
+                    blocks.shape,
+                    shape,
+                )
+                blocks = None
+            if blocks is None:
+                blocks = _block_bounds(offsets, docs, impacts, maxima, n_docs)
+            vocab = {t: i for i, t in enumerate(terms)}
+            steps = _block_steps(maxima)
+            self._arrays = _Arrays(vocab, offsets, docs, impacts, maxima, blocks, steps, n_docs)
         return self._arrays
 
     def _rows(self, query: str) -> tuple[_Arrays, list[int]]:
@@ -373,7 +443,7 @@ class SearchIndex:
         arrays, rows = self._rows(query)
         if method == "auto":
             postings = sum(int(arrays.offsets[r + 1] - arrays.offsets[r]) for r in rows)
-            method = "pruned" if postings >= PRUNE_FROM else "exhaustive"
+            method = "pruned" if postings >= PRUNE_FROM else "summed"
         if method == "exhaustive" or len(set(rows)) <= 1:  # one list: nothing to prune against
             return self._exhaustive(arrays, rows, limit)
         shared = self._scratch_lock.acquire(blocking=False)
@@ -384,6 +454,8 @@ class SearchIndex:
                 if self._scratch is None:
                     self._scratch = _Scratch(arrays.n_docs)
                 work = self._scratch
+            if method == "summed":
+                return _summed(arrays, rows, limit, work.sums)
             return self._pruned(arrays, rows, limit, work)
         finally:
             if shared:
@@ -416,16 +488,17 @@ class SearchIndex:
         for j in range(len(terms) - 2, -1, -1):
             rest[j] = rest[j + 1] + float(arrays.maxima[terms[j + 1]]) * weights[j + 1]
         margin = 1.0 + 8 * (len(rows) + 2) * _ULP
+        bounds = _suffix_block_bounds(arrays, terms, weights)
         # 0. Two thresholds from a slice of the products: its limit-th best score, a proven lower
         #    bound on the limit-th best of all; and a guess, a higher rank of the slice's, which
         #    holds when at least limit products score that much, as the search itself finds out.
         proven, guess = _slice_thresholds(lists, weights, limit, work.sums)
         if guess > proven:
-            ids, total = _maxscore(arrays, rows, limit, work, terms, lists, weights, rest, margin, guess)
+            ids, total = _maxscore(arrays, rows, limit, work, terms, lists, weights, rest, bounds, margin, guess)
             if np.count_nonzero(total >= guess * margin) >= limit:
                 order = np.lexsort((ids, -total))[:limit]
                 return ids[order], total[order]
-        ids, total = _maxscore(arrays, rows, limit, work, terms, lists, weights, rest, margin, proven)
+        ids, total = _maxscore(arrays, rows, limit, work, terms, lists, weights, rest, bounds, margin, proven)
         order = np.lexsort((ids, -total))[:limit]
         return ids[order], total[order]
 
@@ -469,34 +542,47 @@ def _maxscore(
     lists: list[tuple[np.ndarray, np.ndarray]],
     weights: list[int],
     rest: list[float],
+    bounds: list[np.ndarray],
     margin: float,
     theta: float,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every product that can score ``theta`` or more (if ``theta`` is at most the ``limit``-th best
-    score), with its exact score; ``work`` is left all zero."""
+    score), with its exact score; ``work`` is left all zero. ``bounds[j]``: per block, a bound on
+    what ``terms[j:]`` add to a product in it."""
     scratch, marks = work.sums, work.marks
     touched: list[np.ndarray] = []
     read = 0  # terms read in full so far
-    sorted_ids = False
+    live = bounds[0] * margin >= theta  # the blocks where a product can reach theta
     try:
-        # 1. The essential terms, highest bound first, read in full and summed into scratch,
-        #    until the terms left cannot lift a document found in none of them to theta.
+        # 1. The essential terms, highest bound first, read in full (in the live blocks) and summed
+        #    into scratch, until the terms left cannot lift a document found in none of them to theta.
         while read < len(terms):
             docs, impacts = lists[read]
-            before = scratch[docs]
-            touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
-            scratch[docs] = before + (impacts * weights[read] if weights[read] > 1 else impacts)
+            inside = live[docs >> _BLOCK_SHIFT]
+            docs, impacts = docs[inside], impacts[inside]
+            if weights[read] > 1:
+                impacts = impacts * weights[read]
+            if read == 0:  # scratch is all zero
+                touched.append(docs)
+                scratch[docs] = impacts
+            else:
+                before = scratch[docs]
+                touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
+                scratch[docs] = before + impacts
             read += 1
             if rest[read - 1] * margin < theta:
                 break
-        seen = touched[0] if len(touched) == 1 else np.concatenate(touched)
+        seen = touched[0] if len(touched) == 1 else np.sort(np.concatenate(touched))
         touched = [seen]
         partial = scratch[seen]
         if read == len(terms):  # every term read: partial is the score
             theta = max(theta, _kth(partial, limit))
-        ids = seen[(partial + rest[read - 1]) * margin >= theta]
-        # 2. The other terms, for the documents whose bound still reaches theta: a pass over the
-        #    term's list (marked documents only) while these are many, else a lookup of each.
+            ids = seen[partial * margin >= theta]
+        else:
+            ids = seen[(partial + bounds[read][seen >> _BLOCK_SHIFT]) * margin >= theta]
+        # 2. The other terms, for the documents whose bound (partial sum and the block bounds of
+        #    the terms left) still reaches theta: a pass over the term's list (marked documents
+        #    only) while these are many, else a lookup of each.
         marks[ids] = True
         try:
             while read < len(terms):
@@ -506,14 +592,14 @@ def _maxscore(
                     scratch[docs[hit]] += impacts[hit] * weights[read] if weights[read] > 1 else impacts[hit]
                     partial = scratch[ids]
                 else:
-                    if not sorted_ids:
-                        ids.sort()
-                        sorted_ids = True
                     partial = scratch[ids] + _impacts_at(docs, impacts, ids) * weights[read]
                     scratch[ids] = partial
                 read += 1
                 theta = max(theta, _kth(partial[partial > theta], limit))  # partial sums are lower bounds
-                keep = (partial + rest[read - 1]) * margin >= theta
+                if read < len(terms):
+                    keep = (partial + bounds[read][ids >> _BLOCK_SHIFT]) * margin >= theta
+                else:
+                    keep = partial * margin >= theta
                 marks[ids] = keep
                 ids = ids[keep]
         finally:
@@ -529,6 +615,35 @@ def _maxscore(
             looked[r] = _impacts_at(*arrays.postings(r), ids)
         total += looked[r]
     return ids, total
+
+
+def _summed(arrays: _Arrays, rows: list[int], limit: int, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The exhaustive search summed in ``sums`` (all zero, left so) rather than a fresh dense array:
+    the same sums in the same order, without allocating and scanning one float per product."""
+    touched: list[np.ndarray] = []
+    try:
+        for r in rows:
+            docs, impacts = arrays.postings(r)
+            before = sums[docs]
+            touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
+            sums[docs] = before + impacts
+        ids = np.concatenate(touched)
+        return _top(ids, sums[ids], limit)  # _top orders by score, then id: input order is irrelevant
+    finally:
+        for part in touched:
+            sums[part] = 0.0
+
+
+def _suffix_block_bounds(arrays: _Arrays, terms: list[int], weights: list[int]) -> list[np.ndarray]:
+    """``out[j]``: per block, the sum of the block bounds of ``terms[j:]`` (times their weights)."""
+    out: list[np.ndarray] = [np.zeros(0)] * len(terms)
+    acc = None
+    for j in range(len(terms) - 1, -1, -1):
+        t = terms[j]
+        bound = np.multiply(arrays.blocks[t], float(arrays.steps[t]) * weights[j], dtype=np.float64)
+        acc = bound if acc is None else np.add(acc, bound, out=bound)
+        out[j] = acc
+    return out
 
 
 def _kth(values: np.ndarray, k: int) -> float:

@@ -131,6 +131,56 @@ def test_index_without_stored_maxima_derives_them(cache: Path, tmp_path: Path) -
         assert old.scored(q, method="pruned")[0].tolist() == reference.search(q), q
 
 
+def test_block_bounds_bound_each_block_and_are_derived_alike_for_an_old_index(tmp_path: Path) -> None:
+    catalogue = GeneratedCatalogue(1000, seed=5)  # 1000 = 62 blocks of 16 and a last one of 8
+    fresh = SearchIndex.for_catalogue(catalogue, tmp_path)
+    stored = np.load(fresh.folder / "blocks.npy")
+    arrays = fresh._load()
+    assert stored.dtype == np.uint8 and stored.shape == (len(arrays.vocab), 63)
+    for t in range(len(arrays.vocab)):
+        docs, impacts = arrays.postings(t)
+        top = np.zeros(63)
+        np.maximum.at(top, docs // 16, impacts)
+        bound = stored[t] * arrays.steps[t]
+        assert np.all(bound >= top), t  # a bound, as the search computes it
+        assert np.array_equal(stored[t] > 0, top > 0), t  # zero exactly where the term is absent
+        assert np.all((stored[t].astype(float) - 1) * arrays.steps[t] < top), t  # and one step tight
+        assert stored[t].max() == 255  # the block holding the term's maximum
+    (fresh.folder / "blocks.npy").unlink()  # as an index written before the block bounds were
+    (fresh.folder / "maxima.npy").unlink()
+    old = SearchIndex(fresh.folder)
+    assert np.array_equal(old._load().blocks, stored) and np.array_equal(old._load().maxima, arrays.maxima)
+    for q in _queries(catalogue, random.Random(5))[:30]:
+        assert old.scored(q, method="pruned")[0].tolist() == fresh.search_exhaustive(q), q
+
+
+def test_pruning_at_block_boundaries_with_a_word_in_every_product(cache: Path) -> None:
+    """The best matches sit on either side of block boundaries (15 | 16, 31 | 32, the last, partial
+    block), every product has the word "lantern" (a list covering every block), and 40 products
+    score exactly alike, so the threshold is a tie that the block bounds must not cut."""
+    base = GeneratedCatalogue(1000, seed=13)
+    best = [15, 16, 31, 32, 47, 500, 511, 512, 992, 999]
+    tied = [i for i in range(1000) if i % 25 == 7 and i not in best]
+    products = []
+    for i in range(1000):
+        p = base.product(i)
+        title = "lantern " + p.title
+        if i in best:  # one text for all ten: they tie, first by index
+            p = base.product(3)
+            title = "walnut walnut copper lantern " + p.title
+        elif i in tied:  # another shared text, scoring a little less
+            p = base.product(3)
+            title = "walnut copper lantern " + p.title
+        products.append(dataclasses.replace(p, title=title, asin=asin_of(i)))
+    catalogue = ListCatalogue(products, [base.goal(i) for i in range(20)], label="blocks")
+    index = SearchIndex.for_catalogue(catalogue, cache)
+    queries = ["walnut copper lantern", "lantern walnut", "lantern", "copper lantern pack", "walnut lantern lantern"]
+    _assert_pruned_is_exhaustive(index, queries + _queries(catalogue, random.Random(13))[:20])
+    ids, scores = index.scored("walnut copper lantern", 30, method="pruned")
+    assert ids.tolist() == best + tied[:20]
+    assert len(set(scores[:10].tolist())) == 1 and len(set(scores[10:].tolist())) == 1 and scores[9] > scores[10]
+
+
 def test_bad_method_is_refused(cache: Path) -> None:
     index = SearchIndex.for_catalogue(GeneratedCatalogue(300, seed=300), cache)
     with pytest.raises(InvalidKwargsError, match="method must be one of 'auto', 'pruned', 'exhaustive'"):
