@@ -45,12 +45,13 @@ bounds, refined per block as block-max MaxScore does (Ding and Suel, 2011):
 So the ranking, the scores and the ties are bit for bit those of
 :meth:`SearchIndex.search_exhaustive`, which scores every matching product and stays available
 (the tests compare the two, and both with FTS5's own ranking). Bounds are compared with a relative
-margin of a few units in the last place per term, so float rounding can only keep a product
-longer, never drop one that belongs. Queries whose lists hold fewer than :data:`PRUNE_FROM`
+margin of a few units in the last place per term (of float64 for the scores, of float32 for the
+sums of block bounds), so float rounding can only keep a product longer, never drop one that
+belongs. Queries whose lists hold fewer than :data:`PRUNE_FROM`
 postings are summed exhaustively, in the same working memory. The working memory is 9 bytes per
 product and process (float64 sums and a candidate mark, 9 MB at 1,000,000 products), reused and
-left all zero, plus 8 bytes per block and query term while a search runs (0.5 MB a term at
-1,000,000 products).
+left all zero, plus 4 bytes per block and query term while a search runs (the float32 sums of the
+block bounds, 0.25 MB a term at 1,000,000 products).
 """
 
 from __future__ import annotations
@@ -94,6 +95,7 @@ _METHODS = ("auto", "pruned", "exhaustive")
 #: Relative margin per query term on bound comparisons: a float64 sum of n non-negative terms is
 #: within (n - 1) units of 2**-53 (relative) of the exact sum, whatever the order of the additions.
 _ULP = 2.0**-52
+_ULP32 = 2.0**-23
 #: The first threshold is the limit-th best score of the first 1/_SLICE of the documents (at least
 #: _SLICE_MIN * limit of them): a cost of about 1/_SLICE of an exhaustive search.
 _SLICE = 32
@@ -101,8 +103,8 @@ _SLICE_MIN = 64
 #: The guessed threshold: the score _GUESS * limit products are expected to reach (then checked).
 _GUESS = 4
 #: A binary search for one candidate costs about as much as this many postings of a pass over a
-#: list (measured at 1M products: ~60 ns against ~4-8 ns).
-_LOOKUP_COST = 8
+#: list (measured at 1M products: ~40 ns against ~2.5 ns).
+_LOOKUP_COST = 16
 #: Queries whose lists hold fewer postings than this are scored exhaustively: below it the fixed
 #: costs of pruning outweigh what it saves (10,000 products: 0.4 ms exhaustive).
 PRUNE_FROM = 50_000
@@ -487,7 +489,9 @@ class SearchIndex:
         rest = [0.0] * len(terms)  # rest[j]: the bound of terms j+1.. together
         for j in range(len(terms) - 2, -1, -1):
             rest[j] = rest[j + 1] + float(arrays.maxima[terms[j + 1]]) * weights[j + 1]
-        margin = 1.0 + 8 * (len(rows) + 2) * _ULP
+        # float64 sums of scores and float32 sums of block bounds (up to one unit of 2**-24 per
+        # term and a few more for the products and the comparisons)
+        margin = 1.0 + 8 * (len(rows) + 2) * _ULP + 4 * (len(terms) + 2) * _ULP32
         bounds = _suffix_block_bounds(arrays, terms, weights)
         # 0. Two thresholds from a slice of the products: its limit-th best score, a proven lower
         #    bound on the limit-th best of all; and a guess, a higher rank of the slice's, which
@@ -635,12 +639,18 @@ def _summed(arrays: _Arrays, rows: list[int], limit: int, sums: np.ndarray) -> t
 
 
 def _suffix_block_bounds(arrays: _Arrays, terms: list[int], weights: list[int]) -> list[np.ndarray]:
-    """``out[j]``: per block, the sum of the block bounds of ``terms[j:]`` (times their weights)."""
-    out: list[np.ndarray] = [np.zeros(0)] * len(terms)
+    """``out[j]``: per block, the sum of the block bounds of ``terms[j:]`` (times their weights), in
+    float32 (half the memory traffic of float64): each step's value is rounded up to a float32, and
+    the rounding of the float32 products and sums is within the search's margin."""
+    out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(terms)
     acc = None
     for j in range(len(terms) - 1, -1, -1):
         t = terms[j]
-        bound = np.multiply(arrays.blocks[t], float(arrays.steps[t]) * weights[j], dtype=np.float64)
+        step = float(arrays.steps[t]) * weights[j]
+        step32 = np.float32(step)
+        if float(step32) < step:
+            step32 = np.nextafter(step32, np.float32(np.inf))
+        bound = np.multiply(arrays.blocks[t], step32, dtype=np.float32)
         acc = bound if acc is None else np.add(acc, bound, out=bound)
         out[j] = acc
     return out
