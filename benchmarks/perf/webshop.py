@@ -9,8 +9,8 @@ Prints (one process, one core):
   same queries (alternating which goes first), the exhaustive one it replaced
   (``search_exhaustive``, or with ``--baseline REV`` the ``search`` of ``search.py`` at git
   revision ``REV``), with the number of rankings that differ (0 expected), the load average and
-  the memory the pruning adds (per-term maxima, shared on disk; one float64 accumulator per
-  product, per process);
+  the memory the pruning adds (per-term maxima and block bounds, shared on disk; one float64
+  accumulator per product, per process; float32 block-bound sums per query term, per search);
 * text-mode reset time (ms) and steps/s (random admissible actions, observation and info
   included; resets excluded) on the default 10,000-product catalogue;
 * browser mode (``envgym/WebShop-Browser-v0``, real Chromium): steps/s and seconds per oracle
@@ -88,6 +88,7 @@ def baseline_search(rev: str) -> Any:
     spec = importlib.util.spec_from_file_location(f"webshop_search_{rev}", folder / "search_baseline.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     shutil.rmtree(folder, ignore_errors=True)
     return module.SearchIndex
@@ -150,7 +151,12 @@ def search_figures(
         "queries": len(lat),
         "loadavg_start": [round(x, 2) for x in load],
         "loadavg_end": [round(x, 2) for x in os.getloadavg()],
-        "pruning_mb": {"maxima_on_disk": arrays.maxima.nbytes / 2**20, "accumulator_per_process": 9 * size / 2**20},
+        "pruning_mb": {
+            "maxima_on_disk": arrays.maxima.nbytes / 2**20,
+            "block_bounds_on_disk": arrays.blocks.nbytes / 2**20,  # memory-mapped, shared by processes
+            "accumulator_per_process": 9 * size / 2**20,
+            "block_sums_per_query_term": 4 * arrays.blocks.shape[1] / 2**20,  # while a search runs
+        },
     }
 
 
