@@ -554,63 +554,66 @@ def _maxscore(
     score), with its exact score; ``work`` is left all zero. ``bounds[j]``: per block, a bound on
     what ``terms[j:]`` add to a product in it."""
     scratch, marks = work.sums, work.marks
-    touched: list[np.ndarray] = []
-    read = 0  # terms read in full so far
     live = bounds[0] * margin >= theta  # the blocks where a product can reach theta
+    # 1. The essential terms, highest bound first, until the terms left cannot lift a document
+    #    found in none of them to theta; read in full (in the live blocks) and summed.
+    read = 1
+    while read < len(terms) and rest[read - 1] * margin >= theta:
+        read += 1
+    essential = []
+    for j in range(read):
+        docs, impacts = lists[j]
+        inside = live[docs >> _BLOCK_SHIFT]
+        essential.append((docs[inside], impacts[inside] * weights[j] if weights[j] > 1 else impacts[inside]))
+    if read == 1:  # one list: its scores are the sums (a copy: fancy indexing)
+        seen, partial = essential[0]
+    else:
+        touched: list[np.ndarray] = []
+        try:
+            for docs, impacts in essential:
+                if not touched:  # scratch is all zero
+                    touched.append(docs)
+                    scratch[docs] = impacts
+                else:
+                    before = scratch[docs]
+                    touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
+                    scratch[docs] = before + impacts
+            seen = np.sort(np.concatenate(touched))
+            partial = scratch[seen]
+        finally:
+            for part in touched:
+                scratch[part] = 0.0
+    if read == len(terms):  # every term read: partial is the score
+        theta = max(theta, _kth(partial, limit))
+        keep = partial * margin >= theta
+    else:
+        keep = (partial + bounds[read][seen >> _BLOCK_SHIFT]) * margin >= theta
+    ids, partial = seen[keep], partial[keep]
+    # 2. The other terms, for the documents whose bound (partial sum and the block bounds of the
+    #    terms left) still reaches theta: a pass over the term's list (marked documents only)
+    #    while these are many, else a lookup of each. ``partial`` stays aligned with ``ids``.
+    marks[ids] = True
     try:
-        # 1. The essential terms, highest bound first, read in full (in the live blocks) and summed
-        #    into scratch, until the terms left cannot lift a document found in none of them to theta.
         while read < len(terms):
             docs, impacts = lists[read]
-            inside = live[docs >> _BLOCK_SHIFT]
-            docs, impacts = docs[inside], impacts[inside]
-            if weights[read] > 1:
-                impacts = impacts * weights[read]
-            if read == 0:  # scratch is all zero
-                touched.append(docs)
-                scratch[docs] = impacts
+            if len(ids) * _LOOKUP_COST > len(docs):
+                hit = np.flatnonzero(marks[docs])
+                add = impacts[hit]
+                at = np.searchsorted(ids, docs[hit])  # ids are sorted; each hit is one of them
             else:
-                before = scratch[docs]
-                touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
-                scratch[docs] = before + impacts
+                add = _impacts_at(docs, impacts, ids)
+                at = slice(None)
+            partial[at] += add * weights[read] if weights[read] > 1 else add
             read += 1
-            if rest[read - 1] * margin < theta:
-                break
-        seen = touched[0] if len(touched) == 1 else np.sort(np.concatenate(touched))
-        touched = [seen]
-        partial = scratch[seen]
-        if read == len(terms):  # every term read: partial is the score
-            theta = max(theta, _kth(partial, limit))
-            ids = seen[partial * margin >= theta]
-        else:
-            ids = seen[(partial + bounds[read][seen >> _BLOCK_SHIFT]) * margin >= theta]
-        # 2. The other terms, for the documents whose bound (partial sum and the block bounds of
-        #    the terms left) still reaches theta: a pass over the term's list (marked documents
-        #    only) while these are many, else a lookup of each.
-        marks[ids] = True
-        try:
-            while read < len(terms):
-                docs, impacts = lists[read]
-                if len(ids) * _LOOKUP_COST > len(docs):
-                    hit = np.flatnonzero(marks[docs])
-                    scratch[docs[hit]] += impacts[hit] * weights[read] if weights[read] > 1 else impacts[hit]
-                    partial = scratch[ids]
-                else:
-                    partial = scratch[ids] + _impacts_at(docs, impacts, ids) * weights[read]
-                    scratch[ids] = partial
-                read += 1
-                theta = max(theta, _kth(partial[partial > theta], limit))  # partial sums are lower bounds
-                if read < len(terms):
-                    keep = (partial + bounds[read][ids >> _BLOCK_SHIFT]) * margin >= theta
-                else:
-                    keep = partial * margin >= theta
-                marks[ids] = keep
-                ids = ids[keep]
-        finally:
-            marks[ids] = False
+            theta = max(theta, _kth(partial[partial > theta], limit))  # partial sums are lower bounds
+            if read < len(terms):
+                keep = (partial + bounds[read][ids >> _BLOCK_SHIFT]) * margin >= theta
+            else:
+                keep = partial * margin >= theta
+            marks[ids] = keep
+            ids, partial = ids[keep], partial[keep]
     finally:
-        for part in touched:
-            scratch[part] = 0.0
+        marks[ids] = False
     # 3. Exact scores of the survivors, summed in query order as the exhaustive search does.
     total = np.zeros(len(ids), dtype=np.float64)
     looked: dict[int, np.ndarray] = {}
