@@ -113,7 +113,8 @@ def test_pruning_holds_across_many_searches_and_threads(cache: Path) -> None:
     expected = {q: index.search_exhaustive(q) for q in queries}
 
     def work(offset: int) -> list[tuple[str, list[int]]]:
-        return [(q, index.scored(q, method="pruned")[0].tolist()) for q in queries[offset:] + queries[:offset]]
+        method = ("pruned", "auto")[offset % 2]  # auto: these small queries sum in the same working memory
+        return [(q, index.scored(q, method=method)[0].tolist()) for q in queries[offset:] + queries[:offset]]
 
     with ThreadPoolExecutor(4) as pool:
         results = [pair for part in pool.map(work, [0, 17, 34, 51]) for pair in part]
@@ -152,6 +153,18 @@ def test_block_bounds_bound_each_block_and_are_derived_alike_for_an_old_index(tm
     assert np.array_equal(old._load().blocks, stored) and np.array_equal(old._load().maxima, arrays.maxima)
     for q in _queries(catalogue, random.Random(5))[:30]:
         assert old.scored(q, method="pruned")[0].tolist() == fresh.search_exhaustive(q), q
+
+
+def test_block_bounds_of_the_wrong_shape_are_derived_anew(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    catalogue = GeneratedCatalogue(300, seed=300)
+    fresh = SearchIndex.for_catalogue(catalogue, tmp_path)
+    expected = np.load(fresh.folder / "blocks.npy")
+    np.save(fresh.folder / "blocks.npy", np.full((3, 4), 255, dtype=np.uint8))  # damaged or foreign
+    damaged = SearchIndex(fresh.folder)
+    assert np.array_equal(damaged._load().blocks, expected)
+    assert "blocks.npy holds uint8 (3, 4)" in caplog.text
+    q = "walnut table lamp"
+    assert damaged.scored(q, method="pruned")[0].tolist() == fresh.search_exhaustive(q)
 
 
 def test_pruning_at_block_boundaries_with_a_word_in_every_product(cache: Path) -> None:
