@@ -23,9 +23,10 @@ documents containing it (in document order), their BM25 term scores, the term's 
 consecutive products, a bound on the term's scores there, one byte: a multiple 0-255 of the term's
 maximum / 255, rounded up; 0 where no product of the block has the term; 1 byte per term per 16
 products, 34 MB at 1,000,000 products, memory-mapped and shared like the other arrays). An index
-written before either existed derives them on first use (about 1 s at 1,000,000 products). On
-large catalogues the search prunes with MaxScore (Turtle and Flood, 1995) over the per-term
-bounds, refined per block as block-max MaxScore does (Ding and Suel, 2011):
+written before either existed derives them on first use, in each process's own memory (1-3 s at
+1,000,000 products; rebuild the index to share them). On large catalogues the search prunes with
+MaxScore (Turtle and Flood, 1995) over the per-term bounds, refined per block as block-max
+MaxScore does (Ding and Suel, 2011):
 
 0. a first lower bound ``theta`` on the ``limit``-th best score: the ``limit``-th best of the first
    1/32 of the products, scored in full (1/32 of an exhaustive search). The search first runs
@@ -47,11 +48,11 @@ So the ranking, the scores and the ties are bit for bit those of
 (the tests compare the two, and both with FTS5's own ranking). Bounds are compared with a relative
 margin of a few units in the last place per term (of float64 for the scores, of float32 for the
 sums of block bounds), so float rounding can only keep a product longer, never drop one that
-belongs. Queries whose lists hold fewer than :data:`PRUNE_FROM`
-postings are summed exhaustively, in the same working memory. The working memory is 9 bytes per
-product and process (float64 sums and a candidate mark, 9 MB at 1,000,000 products), reused and
-left all zero, plus 4 bytes per block and query term while a search runs (the float32 sums of the
-block bounds, 0.25 MB a term at 1,000,000 products).
+belongs. Queries whose lists hold fewer than :data:`PRUNE_FROM` postings are summed exhaustively,
+in the same working memory. The working memory is 9 bytes per product and process (float64 sums
+and a candidate mark, 9 MB at 1,000,000 products), reused and left all zero, plus 4 bytes per
+block and query term while a search runs (the float32 sums of the block bounds, 0.25 MB a term at
+1,000,000 products).
 """
 
 from __future__ import annotations
