@@ -117,10 +117,13 @@ VIRTUAL_CLOCK_JS = """
   for (const type of ['mousemove', 'mouseover', 'mousedown', 'mouseup']) {
     realAdd.call(window, type, track, {capture: true, passive: true});
   }
-  // Real mouse-ups seen, and waiters for the end of the input task that dispatched an awaited
-  // event (the n-th mouse-up: its click and the click's default actions run in that task; or a
-  // move to a point): a script sent together with the input runs only after it (afterUps,
-  // afterPointerAt), whichever of the two reaches the page first.
+  // Real mouse releases seen, and waiters for the end of the input task that dispatched an awaited
+  // event (the n-th release: its pointerup, mouseup, click and the click's default actions run in
+  // that task; or a move to a point): a script sent together with the input runs only after it
+  // (afterUps, afterPointerAt), whichever of the two reaches the page first. A release is counted
+  // by its pointerup: Chromium sends no mouseup (nor click) to a disabled form control, nor after a
+  // pointerdown whose default the page prevented, but the pointerup always; a read waiting for a
+  // mouseup there waited out its whole timeout.
   let ups = 0;
   const waiters = [];
   const channel = new MessageChannel();
@@ -129,8 +132,9 @@ VIRTUAL_CLOCK_JS = """
       if (waiters[i].ready()) { const w = waiters.splice(i, 1)[0]; w.resolve(true); }
     }
   };
-  realAdd.call(window, 'mouseup', (e) => { if (e.isTrusted) { ups++; channel.port2.postMessage(0); } },
-               {capture: true, passive: true});
+  realAdd.call(window, 'pointerup', (e) => {
+    if (e.isTrusted && e.pointerType === 'mouse') { ups++; channel.port2.postMessage(0); }
+  }, {capture: true, passive: true});
   function after(ready, timeoutMs) {
     if (ready()) return Promise.resolve(true);
     return new Promise((resolve) => {
@@ -181,7 +185,8 @@ VIRTUAL_CLOCK_JS = """
       }),
       // whether a rendering frame could dispatch events or move the hover (see the module's doc)
       framePending: framePending,
-      // how many real mouse-ups this document has seen; a promise of the end of the n-th one's task
+      // how many real mouse releases (pointerups) this document has seen; a promise of the end of
+      // the n-th one's task
       // (false when timeoutMs of real time pass first)
       ups: () => ups,
       afterUps: afterUps,

@@ -49,7 +49,7 @@ _HARNESS_IDS = ("reward-display", "sync-task-cover", "click-canvas", "query", "a
 _LOAD_TIMERS: dict[str, bool] = {}
 #: Virtual time a page gets at reset to become ready (MiniWoB's WOB_TASK_READY), in 50 ms slices.
 _READY_SLICES = 200
-#: Real ms a read sent together with a click waits for the click's mouse-up before it reads anyway.
+#: Real ms a read sent together with a click waits for the click's release (its pointerup) before it reads anyway.
 _CLICK_WAIT_MS = 2000
 #: Roles of the elements a click opens a native popup on (the popup, not the page, may get the mouse-up).
 _POPUP_ROLES = frozenset({"combobox", "listbox", "option"})
@@ -81,7 +81,7 @@ _START_JS = """(o) => {
 # (o.flush) run first when one could still change the page (a hover to move, a listener of frame
 # events: envgym.browser.clock), or always (o.force: the SETTLE_FRAMES tasks).
 _READ_JS = """async (o) => {
-  // sent together with a click (o.ups: the count of real mouse-ups once it is done): wait for it
+  // sent together with a click (o.ups: the count of real mouse releases once it is done): wait for it
   const late = o.ups ? !(await window.__envgymClock.afterUps(o.ups, o.upsWait)) : false;
   if (o.flush && (o.force || window.__envgymClock.framePending())) await window.__envgymClock.frame(o.flush);
   if (o.ms > 0) window.__envgymClock.advance(o.ms);
@@ -237,7 +237,8 @@ class MiniWoBEnv(TextEnv):
     those events run before the page is read, and the images the page's style sheets name are
     loaded with the page, so no real-time event decides what the agent sees. A click and the read
     after it go to the browser together (one round trip a step); the read waits in the page for
-    the click's mouse-up. The Selenium code of the ``miniwob`` package is not used.
+    the click's release (its pointerup: a disabled control gets no mouse-up). The Selenium code of
+    the ``miniwob`` package is not used.
 
     **Observation.** ``obs="text"`` (default): one string::
 
@@ -473,7 +474,7 @@ class MiniWoBEnv(TextEnv):
 
     def _click_and_read(self, x: float, y: float, ms: int, flush: int) -> dict[str, Any]:
         """A click and the read after it, sent at once: the read waits in the page for the click's
-        mouse-up (one more than the page had counted at the last read) and its task to end."""
+        release (one more pointerup than the page had counted at the last read) and its task to end."""
         options = {
             **self._read_options(ms, flush),
             "ups": int(self._state.get("ups", 0)) + 1,
@@ -483,7 +484,7 @@ class MiniWoBEnv(TextEnv):
         self._actor.clicked(x, y)  # type: ignore[union-attr]
         if state.get("late"):
             logger.warning(
-                "%s: the click's mouse-up did not reach the page in %d ms; read anyway", self.task_name, _CLICK_WAIT_MS
+                "%s: the click's release (pointerup) did not reach the page in %d ms; read anyway", self.task_name, _CLICK_WAIT_MS
             )
         return self._took(state)
 
