@@ -222,3 +222,41 @@ def test_the_pickle_check_steps_a_numeric_view_with_sampled_actions() -> None:
     # A text guess ("x") is invalid on a numeric view and so could never show the lost generator.
     with pytest.raises(EnvContractError, match=r"\[pickle\].*stepped differently"):
         check_pickle(_NumericView(), "numeric", 0, CheckReport("numeric"))
+
+
+def test_rollouts_compare_exactly_without_printing_them() -> None:
+    """``same_values``: at least as strict as the ``repr`` comparison it replaced, stricter for
+    arrays (their bytes, not their 8 printed digits)."""
+    from envgym.testing.common import same_values
+
+    a = np.linspace(0.0, 1.0, 7)
+    nudged = a.copy()
+    nudged[3] = np.nextafter(nudged[3], 2.0)
+    assert repr(a) == repr(nudged) and not same_values(a, nudged)  # repr rounds; bytes do not
+    assert same_values(a, a.copy()) and not same_values(a, a.astype(np.float32))
+    assert not same_values(a, a.reshape(7, 1)) and not same_values(np.zeros(2), np.array([0.0, -0.0]))
+    nan = float("nan")
+    transition = ("up", {"obs": [1.0, nan, -0.0], "n": 1, "arr": a}, 0.5, False, False, {"k": (1, "x", None)})
+    again = ("up", {"obs": [1.0, nan, -0.0], "n": 1, "arr": a.copy()}, 0.5, False, False, {"k": (1, "x", None)})
+    assert same_values(transition, again)
+    for changed in (
+        ("up", {"obs": [1.0, nan, 0.0], "n": 1, "arr": a}, 0.5, False, False, {"k": (1, "x", None)}),  # -0.0
+        ("up", {"obs": [1.0, nan, -0.0], "n": 1.0, "arr": a}, 0.5, False, False, {"k": (1, "x", None)}),  # 1.0
+        ("up", {"n": 1, "obs": [1.0, nan, -0.0], "arr": a}, 0.5, False, False, {"k": (1, "x", None)}),  # key order
+        ("up", {"obs": [1.0, nan, -0.0], "n": 1, "arr": a}, 0.5, False, False, {"k": [1, "x", None]}),  # list
+        ("up", {"obs": [1.0, nan, -0.0], "n": 1, "arr": a}, np.float32(0.5), False, False, {"k": (1, "x", None)}),
+    ):
+        assert not same_values(transition, changed)
+        assert not same_values(changed, transition)
+    assert same_values(np.float32(0.5), np.float32(0.5)) and not same_values(np.float32(0.5), np.float64(0.5))
+    assert same_values(np.array([{"a": 1}], dtype=object), np.array([{"a": 1}], dtype=object))
+    assert not same_values(np.array([{"a": 1}], dtype=object), np.array([{"a": 2}], dtype=object))
+
+    class Cell:  # any other type: by repr, as before
+        def __init__(self, value: int) -> None:
+            self.value = value
+
+        def __repr__(self) -> str:
+            return f"Cell({self.value})"
+
+    assert same_values(Cell(1), Cell(1)) and not same_values(Cell(1), Cell(2))

@@ -4,17 +4,20 @@ The single-agent checker (:mod:`envgym.testing.single_agent`) and the multi-agen
 (:mod:`envgym.testing.multi_agent`) build on these: :data:`BAD_ACTIONS` for fuzzing,
 :class:`CheckReport` for what passed, :func:`fail` for the error naming the check,
 :func:`check_info` for the standard ``info`` keys of every step, and :func:`roll_action` for the
-valid actions the scripted rollouts play.
+valid actions the scripted rollouts play, and :func:`same_values` for the exact comparison of
+two rollouts.
 """
 
 from __future__ import annotations
 
+import array
 import math
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from gymnasium.spaces import Text
 
 from envgym.core import INFO_KEYS, TerminationReason
@@ -28,6 +31,7 @@ __all__ = [
     "declared_components",
     "fail",
     "roll_action",
+    "same_values",
     "state_text",
 ]
 
@@ -166,3 +170,41 @@ def state_text(env: Any, attrs: Sequence[str] = ("_observe",)) -> str | None:
             except Exception:  # noqa: BLE001 - an env without a renderable state is not checked here
                 return None
     return None
+
+
+_FLOAT = {float}
+
+
+def same_values(x: Any, y: Any) -> bool:
+    """Whether two rollout values (transitions, observations, infos) are exactly alike.
+
+    At least as strict as comparing their ``repr``, which the checkers did before, without printing
+    every number: types must match (``1`` is not ``1.0``, a float32 scalar not a float), dicts
+    their keys in the same order, sequences their lengths, and every element recursively. NumPy
+    arrays must have the same dtype and shape and the same bytes (stricter than their printed
+    digits, which round to 8); floats must be equal with the same sign, or both NaN (a sequence of floats alone: the same bytes). A value of
+    any other type (a string, an int, an object) is compared by ``repr``, as before.
+    """
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, dict):
+        return list(x) == list(y) and all(same_values(x[k], y[k]) for k in x)
+    if isinstance(x, list | tuple):
+        if len(x) != len(y):
+            return False
+        if x and set(map(type, x)) == _FLOAT and set(map(type, y)) == _FLOAT:  # long runs of numbers: bytes
+            return array.array("d", x).tobytes() == array.array("d", y).tobytes()
+        return all(same_values(a, b) for a, b in zip(x, y, strict=True))
+    if isinstance(x, np.ndarray):
+        if x.dtype != y.dtype or x.shape != y.shape:
+            return False
+        if x.dtype.hasobject:
+            return all(same_values(a, b) for a, b in zip(x.ravel().tolist(), y.ravel().tolist(), strict=True))
+        return np.ascontiguousarray(x).tobytes() == np.ascontiguousarray(y).tobytes()
+    if isinstance(x, np.generic) and not x.dtype.hasobject:
+        return x.tobytes() == y.tobytes()
+    if isinstance(x, float):
+        return (x == y and math.copysign(1.0, x) == math.copysign(1.0, y)) or (math.isnan(x) and math.isnan(y))
+    if isinstance(x, str | bytes | int | bool) or x is None:
+        return bool(x == y)
+    return repr(x) == repr(y)

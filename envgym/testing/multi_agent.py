@@ -30,6 +30,7 @@ from envgym.testing.common import (
     check_info,
     fail,
     roll_action,
+    same_values,
     state_text,
 )
 
@@ -239,7 +240,7 @@ def check_aec_determinism(
         if len(a) != len(b):
             raise fail("determinism", f"{env_id} seed={seed}: rollouts had {len(a)} and {len(b)} steps.")
         for i, (x, y) in enumerate(zip(a, b)):
-            if repr(x) != repr(y):
+            if not same_values(x, y):
                 raise fail("determinism", f"{env_id} seed={seed}: step {i} differs:\n{x!r:.400}\n{y!r:.400}")
         acted: set[str] = set()
         for i, (agent, obs, reward, term, trunc, info, _action) in enumerate(a[:-1]):
@@ -435,7 +436,7 @@ def check_parallel_determinism(
         if len(a) != len(b):
             raise fail("determinism", f"{env_id} seed={seed}: rollouts had {len(a)} and {len(b)} steps.")
         for i, (x, y) in enumerate(zip(a, b)):
-            if repr(x) != repr(y):
+            if not same_values(x, y):
                 raise fail("determinism", f"{env_id} seed={seed}: step {i} differs:\n{x!r:.400}\n{y!r:.400}")
         for i, item in enumerate(a[1:-1], start=1):
             actions = item[0]

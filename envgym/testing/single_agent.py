@@ -32,6 +32,7 @@ from envgym.testing.common import (
     declared_components,
     fail,
     roll_action,
+    same_values,
     state_text,
 )
 
@@ -86,7 +87,9 @@ def check_step_result(env: Any, result: Any, where: str) -> None:
         raise fail("step", f"{where}: step must return a 5-tuple, got {result!r:.200}.")
     obs, reward, terminated, truncated, info = result
     if not _observation_ok(env, obs):
-        raise fail("step", f"{where}: observation {obs!r:.100} is not in the observation space {env.observation_space}.")
+        raise fail(
+            "step", f"{where}: observation {obs!r:.100} is not in the observation space {env.observation_space}."
+        )
     if not isinstance(reward, float) or not math.isfinite(reward):
         raise fail("step", f"{where}: reward must be a finite float, got {reward!r}.")
     if not isinstance(terminated, bool) or not isinstance(truncated, bool):
@@ -100,13 +103,14 @@ def check_step_result(env: Any, result: Any, where: str) -> None:
         raise fail("step", f"{where}: success=True requires terminated=True.")
 
 
-def _comparable(transition: tuple[Any, ...]) -> str:
-    """repr of a transition without wall-clock fields (RecordEpisodeStatistics' ``episode.t``)."""
+def _comparable(transition: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A transition without wall-clock fields (RecordEpisodeStatistics' ``episode.t``), to compare
+    with :func:`~envgym.testing.common.same_values`."""
     info = transition[-1]
     if isinstance(info, dict) and isinstance(info.get("episode"), dict) and "t" in info["episode"]:
         info = {**info, "episode": {k: v for k, v in info["episode"].items() if k != "t"}}
         transition = (*transition[:-1], info)
-    return repr(transition)
+    return transition
 
 
 def check_gymnasium_api(factory: Callable[[], Any], env_id: str, report: CheckReport) -> None:
@@ -148,7 +152,8 @@ def check_reset_info(env: Any, env_id: str, seed: int, report: CheckReport) -> N
     obs, info = env.reset(seed=seed)
     if not _observation_ok(env, obs):
         raise fail(
-            "reset", f"{env_id}: reset observation {obs!r:.100} is not in the observation space {env.observation_space}."
+            "reset",
+            f"{env_id}: reset observation {obs!r:.100} is not in the observation space {env.observation_space}.",
         )
     check_info(info, f"{env_id} reset(seed={seed})", declared_components(env))
     report.passed("reset_info")
@@ -192,7 +197,7 @@ def check_determinism(
         if len(a) != len(b):
             raise fail("determinism", f"{env_id} seed={seed}: rollouts had {len(a)} and {len(b)} transitions.")
         for i, (x, y) in enumerate(zip(a, b)):
-            if _comparable(x) != _comparable(y):
+            if not same_values(_comparable(x), _comparable(y)):
                 raise fail("determinism", f"{env_id} seed={seed}: transition {i} differs:\n{x!r:.400}\n{y!r:.400}")
         for i, item in enumerate(a[1:], start=1):
             check_step_result(env, item[1:], f"{env_id} seed={seed} step {i} action={item[0]!r:.60}")
@@ -276,7 +281,7 @@ def check_pickle(env: Any, env_id: str, seed: int, report: CheckReport) -> None:
             raise fail("pickle", f"{env_id}: a pickled copy of a finished episode has a different state.")
     else:
         action = roll_action(env, info, rng)
-        if _comparable(clone.step(action)) != _comparable(env.step(action)):
+        if not same_values(_comparable(clone.step(action)), _comparable(env.step(action))):
             raise fail("pickle", f"{env_id}: a pickled copy stepped differently from the original.")
     clone.close()
     report.passed("pickle_roundtrip")
