@@ -484,7 +484,9 @@ class MiniWoBEnv(TextEnv):
         self._actor.clicked(x, y)  # type: ignore[union-attr]
         if state.get("late"):
             logger.warning(
-                "%s: the click's release (pointerup) did not reach the page in %d ms; read anyway", self.task_name, _CLICK_WAIT_MS
+                "%s: the click's release (pointerup) did not reach the page in %d ms; read anyway",
+                self.task_name,
+                _CLICK_WAIT_MS,
             )
         return self._took(state)
 
