@@ -52,19 +52,7 @@ def chat_prompt_text(tokenizer: Any, item: AgentInput) -> str | None:
     (:func:`envgym.rollout.toolcalls.tool_messages`; the model's replies stay word for word).
     """
     messages = [dict(m) for m in item.messages] or [{"role": "user", "content": item.observation}]
-    tools = tools_of(item.info)
-    template = tool_chat_template(tokenizer) if tools else None
-    if template is not None:
-        return tokenizer.apply_chat_template(
-            tool_messages(messages, structured_calls=False),
-            tools=tools,
-            chat_template=template,
-            add_generation_prompt=True,
-            tokenize=False,
-        )
-    if not getattr(tokenizer, "chat_template", None):
-        return None
-    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    return _render(tokenizer, messages, item.info, opened=True)
 
 
 def chat_system_text(tokenizer: Any, item: AgentInput) -> str | None:
@@ -76,19 +64,25 @@ def chat_system_text(tokenizer: Any, item: AgentInput) -> str | None:
     messages = [dict(m) for m in item.messages]
     if len(messages) < 2 or messages[0].get("role") != "system":
         return None
-    tools = tools_of(item.info)
+    return _render(tokenizer, messages[:1], item.info, opened=False)
+
+
+def _render(tokenizer: Any, messages: list[dict[str, Any]], info: Any, *, opened: bool) -> str | None:
+    """``messages`` through the chat template, with the env's tools where ``info`` has some (the
+    template that shows them, tool turns as calls and results); the assistant turn ``opened`` or not."""
+    tools = tools_of(info)
     template = tool_chat_template(tokenizer) if tools else None
     if template is not None:
         return tokenizer.apply_chat_template(
-            tool_messages(messages[:1], structured_calls=False),
+            tool_messages(messages, structured_calls=False),
             tools=tools,
             chat_template=template,
-            add_generation_prompt=False,
+            add_generation_prompt=opened,
             tokenize=False,
         )
     if not getattr(tokenizer, "chat_template", None):
         return None
-    return tokenizer.apply_chat_template(messages[:1], add_generation_prompt=False, tokenize=False)
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=opened, tokenize=False)
 
 
 def chat_prompt_ids(tokenizer: Any, item: AgentInput) -> list[int]:
