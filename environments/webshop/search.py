@@ -569,21 +569,9 @@ def _maxscore(
     if read == 1:  # one list: its scores are the sums (a copy: fancy indexing)
         seen, partial = essential[0]
     else:
-        touched: list[np.ndarray] = []
-        try:
-            for docs, impacts in essential:
-                if not touched:  # scratch is all zero
-                    touched.append(docs)
-                    scratch[docs] = impacts
-                else:
-                    before = scratch[docs]
-                    touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
-                    scratch[docs] = before + impacts
-            seen = np.sort(np.concatenate(touched))
-            partial = scratch[seen]
-        finally:
-            for part in touched:
-                scratch[part] = 0.0
+        seen, partial = _accumulate(essential, scratch)
+        order = np.argsort(seen)
+        seen, partial = seen[order], partial[order]
     if read == len(terms):  # every term read: partial is the score
         theta = max(theta, _kth(partial, limit))
         keep = partial * margin >= theta
@@ -628,18 +616,28 @@ def _maxscore(
 def _summed(arrays: _Arrays, rows: list[int], limit: int, sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The exhaustive search summed in ``sums`` (all zero, left so) rather than a fresh dense array:
     the same sums in the same order, without allocating and scanning one float per product."""
+    ids, total = _accumulate([arrays.postings(r) for r in rows], sums)
+    return _top(ids, total, limit)  # _top orders by score, then id: input order is irrelevant
+
+
+def _accumulate(lists: list[tuple[np.ndarray, np.ndarray]], scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sum the ``(docs, impacts)`` lists, in order, in ``scratch`` (all zero, and left so): the
+    products met (each once, unsorted) and their sums."""
     touched: list[np.ndarray] = []
     try:
-        for r in rows:
-            docs, impacts = arrays.postings(r)
-            before = sums[docs]
-            touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
-            sums[docs] = before + impacts
-        ids = np.concatenate(touched)
-        return _top(ids, sums[ids], limit)  # _top orders by score, then id: input order is irrelevant
+        for docs, impacts in lists:
+            if not touched:  # scratch is all zero
+                touched.append(docs)
+                scratch[docs] = impacts
+            else:
+                before = scratch[docs]
+                touched.append(docs[before == 0.0])  # impacts are > 0: zero means not seen yet
+                scratch[docs] = before + impacts
+        seen = np.concatenate(touched)
+        return seen, scratch[seen]
     finally:
         for part in touched:
-            sums[part] = 0.0
+            scratch[part] = 0.0
 
 
 def _suffix_block_bounds(arrays: _Arrays, terms: list[int], weights: list[int]) -> list[np.ndarray]:
