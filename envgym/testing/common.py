@@ -182,8 +182,9 @@ def same_values(x: Any, y: Any) -> bool:
     every number: types must match (``1`` is not ``1.0``, a float32 scalar not a float), dicts
     their keys in the same order, sequences their lengths, and every element recursively. NumPy
     arrays must have the same dtype and shape and the same bytes (stricter than their printed
-    digits, which round to 8); floats must be equal with the same sign, or both NaN (a sequence of floats alone: the same bytes). A value of
-    any other type (a string, an int, an object) is compared by ``repr``, as before.
+    digits, which round to 8); floats must be equal with the same sign, or both NaN (a sequence
+    of floats alone: the same bytes). A value of any other type (a string, an int, an object) is
+    compared by ``repr``, as before.
     """
     if type(x) is not type(y):
         return False

@@ -222,7 +222,7 @@ class WebShopBrowserEnv(TextEnv):
         loading the new session's URL leaves nothing of the last episode the agent can reach
         (no action goes back in the browser's history); a fresh context per episode cost 0.35 s a
         reset (470 ms against 105 ms)."""
-        if self._page is None or self._page.is_closed() or not self._tab.is_open:
+        if not self._tab.is_open or self._page.is_closed():  # an open tab's page is self._page
             self._page = self._tab.open()
 
     def _api(self, method: str, path: str) -> dict[str, Any]:
