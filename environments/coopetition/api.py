@@ -45,6 +45,7 @@ import gymnasium
 import numpy as np
 from envgym.environments.coopetition.catalog import game_class
 from envgym.environments.coopetition.game import MECHANISMS, Game, ObservationConfig, StepResult
+from envgym.environments.coopetition.pair import f32x2
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
@@ -59,6 +60,7 @@ COMPONENTS: tuple[str, ...] = ("payoff_reward", "social_reward")
 #: Keyword arguments every game takes (handled by :class:`~.game.Game` itself).
 COMMON_KWARGS: tuple[str, ...] = ("reward_mode", "normalize", "reward_scale")
 DEFAULT_INVALID_LIMIT = 3
+_SUCCESS = TerminationReason.SUCCESS.value
 
 
 def _game_params(cls: type) -> set[str]:
@@ -463,6 +465,7 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
         self.possible_agents = [f"agent_{i}" for i in range(g.n_agents)]
         self.agents: list[str] = []
         self._index = {a: i for i, a in enumerate(self.possible_agents)}
+        self._all_valid = dict.fromkeys(range(g.n_agents), True)  # read only: every agent's action was valid
         g.reset(0)
         self.observation_spaces = {
             a: spaces.Box(-np.inf, np.inf, shape=g.observe(i, self.obs_config).shape, dtype=np.float32)
@@ -491,7 +494,7 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
             raise unknown_agent(agent, self.possible_agents) from None
 
     def _observations(self) -> dict[str, np.ndarray]:
-        return dict(zip(self.possible_agents, self.game.observe_all(self.obs_config), strict=True))
+        return dict(zip(self.possible_agents, self._episode.game.observe_all(self.obs_config)))  # one per agent
 
     def _infos(
         self, valid: Mapping[int, bool], rewards: np.ndarray, payoffs: np.ndarray, problems: Mapping[int, str]
@@ -502,10 +505,16 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
         task = episode.task()
         numbers = episode.numbers()
         reward_list, payoff_list = rewards.tolist(), payoffs.tolist()
-        social = (rewards - payoffs).tolist()  # float32 differences, as the text view reports them
-        own = self.game.actions.tolist()
-        success = episode.reason == TerminationReason.SUCCESS.value
+        if len(reward_list) == 2:  # float32 differences (as the text view reports them), in Python floats
+            (r0, r1), (p0, p1) = reward_list, payoff_list
+            social = f32x2(r0 - p0, r1 - p1)
+        else:
+            social = (rewards - payoffs).tolist()
+        own = episode.game.actions.tolist()
+        success = episode.reason == _SUCCESS
+        reason = episode.reason
         turn = episode.game.step_count
+        invalid = episode.invalid
         reasons = {self.possible_agents[j]: why for j, why in problems.items()} if problems else None
         infos = {}
         for agent, i in self._index.items():
@@ -515,10 +524,10 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
                 "action_valid": valid.get(i, True),
                 "reward_components": {"payoff_reward": payoff_list[i], "social_reward": social[i]},
                 "success": success,
-                "termination_reason": episode.reason,
+                "termination_reason": reason,
                 "turn": turn,
-                "invalid_actions": episode.invalid[i],
-                "reward_basis": list(COMPONENTS),
+                "invalid_actions": invalid[i],
+                "reward_basis": ["payoff_reward", "social_reward"],  # COMPONENTS, a fresh list
                 "rewards": list(reward_list),
                 "payoffs": list(payoff_list),
                 "agent": agent,
@@ -547,37 +556,41 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
         episode.require_live(self)
         if not self.agents:
             raise ResetNeededError(f"{self}: the episode is over ({episode.reason}); call reset().")
-        if not isinstance(actions, Mapping):
+        if type(actions) is not dict and not isinstance(actions, Mapping):
             raise ConfigError(f"step() takes a dict {{agent: action}}, got {type(actions).__name__}.")
+        index = self._index
         for agent in actions:
-            if agent not in self._index:
+            if agent not in index:
                 raise unknown_agent(agent, self.possible_agents)
         contributions: list[float] = []
         problems: dict[int, str] = {}
-        for agent, i in self._index.items():
+        for agent, i in index.items():
             if agent not in actions:
                 problems[i] = "no action"
                 continue
             number = _number(actions[agent])
-            if isinstance(number, str):
+            if number.__class__ is str:
                 problems[i] = number
             else:
                 contributions.append(number)
+        n = len(index)
         if problems:
             episode.invalid_round(problems)
-            rewards = payoffs = np.zeros(self.game.n_agents, dtype=np.float32)
+            rewards = payoffs = np.zeros(n, dtype=np.float32)
             terminated, truncated = episode.over, False
+            valid = {i: i not in problems for i in range(n)}
         else:
             result = episode.play(np.array(contributions, dtype=np.float32))
             rewards, payoffs = result.rewards, result.payoffs
             terminated = result.terminated
             truncated = result.truncated and not terminated
-        valid = {i: i not in problems for i in range(self.game.n_agents)}
+            valid = self._all_valid
         infos = self._infos(valid, rewards, payoffs, problems)
         observations = self._observations()
-        reward_map = dict(zip(self.possible_agents, rewards.tolist(), strict=True))
+        possible = self.possible_agents
+        reward_map = dict(zip(possible, rewards.tolist()))  # one reward per agent (float32 arrays of n)
         live = self.agents  # every agent until the episode ends (then all leave at once)
-        if len(live) < len(self.possible_agents):
+        if len(live) < len(possible):
             observations, reward_map, infos = ({a: d[a] for a in live} for d in (observations, reward_map, infos))
         terminations = dict.fromkeys(live, bool(terminated))
         truncations = dict.fromkeys(live, bool(truncated))

@@ -66,6 +66,8 @@ MECHANISMS: dict[str, str] = {
     "TR-4": "sequential interaction and reciprocity",
 }
 EPSILON = 1e-10
+#: numpy's float32 dtype (one object: ``dtype is _FLOAT32`` is the cheap test of ``dtype == np.float32``).
+_FLOAT32 = np.dtype(np.float32)
 #: Games with at most this many agents update trust pair by pair in Python floats (faster there).
 SMALL_GAME = 4
 #: What :func:`.pair.play_pair` computes in place of these methods: a subclass that overrides one
@@ -588,7 +590,7 @@ class Game:
     def legacy_info(self) -> dict[str, Any]:
         """The reference's ``info`` (its ``_get_legacy_info``)."""
         actions = self.actions
-        if self._pair and actions.dtype == np.float32:  # numpy's float32 means, in Python floats
+        if self._pair and actions.dtype is _FLOAT32:  # numpy's float32 means, in Python floats
             a0, a1 = actions.tolist()
             c = self._pair_constants
             x0, x1 = f32x2(a0 / c.e0, a1 / c.e1)
@@ -632,17 +634,14 @@ class Game:
         if self._pair:  # the same state vector as a list of Python floats (float32 when made an array)
             if config is not self._pickers[0]:
                 self._pickers = (config, [_picker(idx.tolist()) for idx in self._plan_of(config)])
-            r = self.reputation.ravel().tolist()
-            state = [
-                *self.actions.tolist(),
-                *self.trust.ravel().tolist(),
-                *r,
-                *self.D.ravel().tolist(),
-                (r[0] + r[1]) / 2,
-                (r[2] + r[3]) / 2,
-                self.step_count / self.max_steps,
-            ]
-            return [np.array(pick(state), dtype=np.float32) for pick in self._pickers[1]]
+            (r0, r1), (r2, r3) = self.reputation.tolist()
+            (t0, t1), (t2, t3) = self.trust.tolist()
+            (d0, d1), (d2, d3) = self.D.tolist()
+            a0, a1 = self.actions.tolist()
+            state = [a0, a1, t0, t1, t2, t3, r0, r1, r2, r3, d0, d1, d2, d3]
+            state += ((r0 + r1) / 2, (r2 + r3) / 2, self.step_count / self.max_steps)
+            pick0, pick1 = self._pickers[1]
+            return [np.array(pick0(state), dtype=np.float32), np.array(pick1(state), dtype=np.float32)]
         n = self.n_agents
         plan = self._plan_of(config)
         state = np.concatenate(

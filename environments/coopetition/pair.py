@@ -89,14 +89,24 @@ def column_means32(rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
 
 def trust_step(params: TrustParams, s: float, t: float, r: float, amp: float) -> tuple[float, float]:
     """One ordered pair's trust and reputation after a round: the signal ``s`` the partner sent,
-    trust ``t`` and damage ``r`` before it, ``amp = 1 + xi * D`` (float32); see :mod:`.game`."""
+    trust ``t`` and damage ``r`` before it, ``amp = 1 + xi * D`` (float32); see :mod:`.game`.
+
+    ``min(x, y)`` is written ``y if y < x else x`` and ``max(x, y)`` ``y if y > x else x``: what
+    the builtins return (the first argument unless the second is strictly smaller or larger, so
+    NaN and signed zeros come out the same), without their call.
+    """
     ceiling = 1.0 - r
     if s > 0:
-        d_trust = (params.lambda_plus * s) * max(0.0, min(1.0 - t, ceiling - t))
+        room, headroom = 1.0 - t, ceiling - t
+        room = headroom if headroom < room else room  # min(1 - t, ceiling - t)
+        d_trust = (params.lambda_plus * s) * (room if room > 0.0 else 0.0)  # max(0.0, room)
     else:
         d_trust = (params.lambda_minus * s) * t * amp
     d_rep = (params.mu_R * -s) * ceiling if s < 0 else -params.delta_R * r
-    return min(max(t + d_trust, 0.0), ceiling), min(max(r + d_rep, 0.0), 1.0)
+    trust, damage = t + d_trust, r + d_rep
+    trust = 0.0 if 0.0 > trust else trust  # max(trust, 0.0)
+    damage = 0.0 if 0.0 > damage else damage
+    return (ceiling if ceiling < trust else trust), (1.0 if 1.0 < damage else damage)
 
 
 class PairConstants(NamedTuple):
@@ -111,6 +121,11 @@ class PairConstants(NamedTuple):
     amp01: float
     amp10: float
     max_endowment: float
+    b0: float
+    b1: float
+    #: ``f32(kappa)`` of the trust signal: what numpy multiplies a float32 array by for a Python
+    #: number ``kappa`` (NEP 50); ``None`` when ``kappa`` is a numpy number, which promotes.
+    kappa32: float | None
 
     @classmethod
     def of(cls, game: Game) -> PairConstants:
@@ -119,7 +134,10 @@ class PairConstants(NamedTuple):
         amp = game._amplification
         (_, amp01), (amp10, _) = ((0.0, 0.0), (0.0, 0.0)) if amp is None else amp.tolist()
         (_, d01), (d10, _) = game.D.tolist()
-        return cls(e0, e1, a0, a1, d01, d10, amp01, amp10, float(game._max_endowment))
+        b0, b1 = game.baselines.tolist()
+        kappa = None if game.trust_params is None else game.trust_params.kappa
+        kappa32 = f32(kappa) if type(kappa) in (float, int) else None
+        return cls(e0, e1, a0, a1, d01, d10, amp01, amp10, float(game._max_endowment), b0, b1, kappa32)
 
 
 def clip_pair(actions: Any, e0: float, e1: float) -> tuple[float, float] | None:
@@ -150,11 +168,16 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
     if params is not None:
         (t00, t01), (t10, t11) = game.trust.tolist()
         (r00, r01), (r10, r11) = game.reputation.tolist()
-        s0, s1 = np.tanh(params.kappa * (acts - game.baselines)).tolist()
+        kappa = c.kappa32
+        if kappa is None:
+            s0, s1 = np.tanh(params.kappa * (acts - game.baselines)).tolist()
+        else:  # kappa * (a - b) in float32, then numpy's float32 tanh
+            d0, d1 = f32x2(a0 - c.b0, a1 - c.b1)
+            s0, s1 = np.tanh(np.array(f32x2(kappa * d0, kappa * d1), dtype=np.float32)).tolist()
         t01, r01 = trust_step(params, s1, t01, r01, c.amp01)  # agent 0 sees agent 1's signal
         t10, r10 = trust_step(params, s0, t10, r10, c.amp10)
-        game.trust = np.array(((t00, t01), (t10, t11)))
-        game.reputation = np.array(((r00, r01), (r10, r11)))
+        game.trust = np.array([t00, t01, t10, t11]).reshape(2, 2)
+        game.reputation = np.array([r00, r01, r10, r11]).reshape(2, 2)
     # pi_i = (e_i - a_i) + f(a_i) + alpha_i * gamma * g (Game.private_payoffs, in float32)
     value = game.value
     if a0 <= _EPSILON32 or a1 <= _EPSILON32:

@@ -53,6 +53,7 @@ __all__ = [
     "trust_gated_effect",
 ]
 
+_FLOAT32 = np.dtype(np.float32)
 #: The multiplier's floor: a strongly negative ``U_recip`` shrinks a reward but never flips its sign.
 MULTIPLIER_FLOOR = 0.01
 
@@ -116,7 +117,7 @@ def memory_average(history: Sequence[np.ndarray], agent: int, k: int) -> float:
 
 def _memory_averages(window: Sequence[np.ndarray], agents: Sequence[int]) -> list[float]:
     """:func:`memory_average` of each agent in ``agents`` over the rows ``window`` (at least one)."""
-    if len(window) < 8 and all(row.dtype == np.float32 for row in window):  # numpy's mean, in Python floats
+    if len(window) < 8 and all(row.dtype is _FLOAT32 for row in window):  # numpy's mean, in Python floats
         means = column_means32([row.tolist() for row in window])
         return [means[agent] for agent in agents]
     return [float(np.mean(np.array([row[agent] for row in window], dtype=np.float32))) for agent in agents]
@@ -206,7 +207,7 @@ class TR4Game(Game):
             zero = PairReciprocity(0.0, 0.0, 0.0)
             return {(i, j): zero for i in range(n) for j in range(n)}
         averages = [0.0] * n if t <= 1 else _memory_averages(self.history[-min(p.k, t - 1) :], range(n))
-        if self.actions.dtype == np.float32:  # float32 signals and responses, as numpy's scalars give them
+        if self.actions.dtype is _FLOAT32:  # float32 signals and responses, as numpy's scalars give them
             kappa = f32(p.kappa)
             signals = f32s([a - m for a, m in zip(self.actions.tolist(), averages, strict=True)])
             phis = np.tanh(np.array([kappa * s for s in signals], dtype=np.float32)).tolist()  # the array rounds
