@@ -98,15 +98,15 @@ def trust_step(params: TrustParams, s: float, t: float, r: float, amp: float) ->
     ceiling = 1.0 - r
     if s > 0:
         room, headroom = 1.0 - t, ceiling - t
-        room = headroom if headroom < room else room  # min(1 - t, ceiling - t)
-        d_trust = (params.lambda_plus * s) * (room if room > 0.0 else 0.0)  # max(0.0, room)
+        room = headroom if headroom < room else room  # noqa: FURB136 (min(1 - t, ceiling - t))
+        d_trust = (params.lambda_plus * s) * (room if room > 0.0 else 0.0)  # noqa: FURB136 (max(0.0, room))
     else:
         d_trust = (params.lambda_minus * s) * t * amp
     d_rep = (params.mu_R * -s) * ceiling if s < 0 else -params.delta_R * r
     trust, damage = t + d_trust, r + d_rep
-    trust = 0.0 if 0.0 > trust else trust  # max(trust, 0.0)
-    damage = 0.0 if 0.0 > damage else damage
-    return (ceiling if ceiling < trust else trust), (1.0 if 1.0 < damage else damage)
+    trust = 0.0 if 0.0 > trust else trust  # noqa: FURB136 (max(trust, 0.0))
+    damage = 0.0 if 0.0 > damage else damage  # noqa: FURB136 (max(damage, 0.0))
+    return (ceiling if ceiling < trust else trust), (1.0 if 1.0 < damage else damage)  # noqa: FURB136 (min)
 
 
 class PairConstants(NamedTuple):
