@@ -69,14 +69,28 @@ def parse_board(observation: str) -> tuple[list[str], int, int]:
 
 
 def _winning_cells(p: int, mask: int) -> int:
-    r = (p << 1) & (p << 2) & (p << 3)
-    for s in (_H1, _H1 - 1, _H1 + 1):
-        t = (p << s) & (p << 2 * s)
-        r |= t & (p << 3 * s)
-        r |= t & (p >> s)
-        t = (p >> s) & (p >> 2 * s)
-        r |= t & (p << s)
-        r |= t & (p >> 3 * s)
+    """The empty cells where one more piece of ``p`` makes four in a row (playable or not).
+
+    The hottest function of the search (most of its time): the three non-vertical directions
+    (shifts 7, 6 and 8: horizontal and the two diagonals) are written out, each shifted board
+    computed once; three pieces on one side of the cell, or two on one side and one on the other.
+    """
+    r = (p << 1) & (p << 2) & (p << 3)  # vertical: three below
+    up, down = p << 7, p >> 7
+    t = up & (p << 14)
+    r |= t & ((p << 21) | down)
+    t = down & (p >> 14)
+    r |= t & (up | (p >> 21))
+    up, down = p << 6, p >> 6
+    t = up & (p << 12)
+    r |= t & ((p << 18) | down)
+    t = down & (p >> 12)
+    r |= t & (up | (p >> 18))
+    up, down = p << 8, p >> 8
+    t = up & (p << 16)
+    r |= t & ((p << 24) | down)
+    t = down & (p >> 16)
+    r |= t & (up | (p >> 24))
     return r & (_FULL ^ mask)
 
 
