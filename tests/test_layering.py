@@ -209,6 +209,9 @@ DEFERRED_ON_PURPOSE: dict[tuple[str, str], str] = {
         "make(reward_wrappers=...): envgym.rewards imports gymnasium, so loading it from the hook's module is a cycle"
     ),
     ("envgym/rubric/spec.py", "yaml"): "17 ms on the first gymnasium.make path; only YAML rubric files need it",
+    ("envgym/cli/_check.py", "envgym.testing"): (
+        "PettingZoo's test module imports pytest: 0.25 s at the start of every other envgym command"
+    ),
     ("envgym/models.py", "fcntl"): "POSIX only: the cache lock falls back to none elsewhere",
     ("envgym/rewards/verifiers/unit_tests.py", "resource"): "POSIX only: sandbox limits are set in the child",
 }

@@ -10,7 +10,6 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from envgym import testing
 from envgym.cli._common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -37,11 +36,11 @@ def check_spec(spec: Any) -> dict[str, Any]:
     Returns a JSON-ready record: id, kind, passed, checks (names that passed), steps, seconds,
     error (``"ExceptionType: message"`` or ``None``) and the warnings raised during the check.
     """
-    checker = {
-        "gymnasium": testing.check_env,
-        "aec": testing.check_aec_env,
-        "parallel": testing.check_parallel_env,
-    }[spec.kind]
+    # imported here: the checkers import PettingZoo's test module, which imports pytest (a quarter
+    # of a second, and more on a busy machine, that every other command would pay at start)
+    from envgym.testing import check_aec_env, check_env, check_parallel_env
+
+    checker = {"gymnasium": check_env, "aec": check_aec_env, "parallel": check_parallel_env}[spec.kind]
     started = time.perf_counter()
     record: dict[str, Any] = {
         "id": spec.id,
