@@ -24,8 +24,10 @@ select that has no such option) raises :class:`ActionError` before anything happ
 from __future__ import annotations
 
 import ast
+import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -252,6 +254,17 @@ _SET_VALUE_JS = """([id, value]) => {
   return true;
 }"""
 
+# fill()'s page part in one call: locate the field (scrolled into view, as _centre does), then, when it
+# can be filled, set its value (_SET_VALUE_JS: the _VALUE_INPUTS) or focus it and select its text.
+_FILL_FOCUS_JS = f"""([id, value]) => {{
+  const box = window.__envgymAX.locate(id, 'editable');
+  if (box === null || !box.visible || !box.editable || box.disabled) return {{box: box}};
+  if (box.tag === 'INPUT' && {json.dumps(sorted(_VALUE_INPUTS))}.includes(box.type)) {{
+    return {{box: box, set: ({_SET_VALUE_JS})([id, value])}};
+  }}
+  return {{box: box, focused: ({_FOCUS_SELECT_JS})(id)}};
+}}"""
+
 _SCROLL_JS = """([x, y, dx, dy]) => {
   let el = document.elementFromPoint(x, y);
   while (el && el !== document.body && el !== document.documentElement) {
@@ -273,10 +286,22 @@ class PageActor:
         page: the Playwright page.
         width, height: the area coordinates are valid in (CSS pixels); ``click_xy`` outside is an error.
         scale: screenshot pixels per CSS pixel (coordinates are given in screenshot pixels).
+        evaluate: ``evaluate(function, arg)`` for the page scripts (default ``page.evaluate``; e.g.
+            :meth:`envgym.browser.Tab.evaluate`, the same in one DevTools round trip).
     """
 
-    def __init__(self, page: Any, width: int, height: int, scale: float = 1.0) -> None:
+    def __init__(
+        self,
+        page: Any,
+        width: int,
+        height: int,
+        scale: float = 1.0,
+        evaluate: Callable[[str, Any], Any] | None = None,
+    ) -> None:
         self.page = page
+        #: runs a page script (source of a function of one JSON argument) and returns its JSON result:
+        #: ``page.evaluate``, or a cheaper equivalent such as :meth:`envgym.browser.Tab.evaluate`
+        self.evaluate = evaluate if evaluate is not None else page.evaluate
         self.width = width
         self.height = height
         self.scale = float(scale)
@@ -322,7 +347,12 @@ class PageActor:
         centre = self.known_centre(element_id) if not need else None
         if centre is not None:
             return centre[0], centre[1], {"tag": "", "visible": True}
-        box = self.page.evaluate("([id, need]) => window.__envgymAX.locate(id, need)", [element_id, need])
+        box = self.evaluate("([id, need]) => window.__envgymAX.locate(id, need)", [element_id, need])
+        box = self._checked_box(element_id, box, need)
+        return box["x"] + box["w"] / 2, box["y"] + box["h"] / 2, box
+
+    def _checked_box(self, element_id: int, box: dict[str, Any] | None, need: str) -> dict[str, Any]:
+        """``box`` (what ``__envgymAX.locate`` returned), or the :class:`ActionError` it means."""
         if box is None:
             raise self.refusal(element_id, "missing")
         if not box["visible"]:
@@ -331,7 +361,7 @@ class PageActor:
             raise ActionError(f"element [{element_id}] is not a text field: fill() types into textboxes.")
         if need == "editable" and box["disabled"]:
             raise ActionError(f"element [{element_id}] is disabled.")
-        return box["x"] + box["w"] / 2, box["y"] + box["h"] / 2, box
+        return box
 
     def _point(self, x: float, y: float) -> tuple[float, float]:
         cx, cy = x / self.scale, y / self.scale
@@ -374,8 +404,8 @@ class PageActor:
         if name == "click":
             x, y, box = self._centre(args[0])
             if box["tag"] == "OPTION":  # an option of a closed <select>: choose it
-                result = page.evaluate(
-                    _SELECT_JS, [args[0], page.evaluate("(id) => window.__envgymAX.element(id).textContent", args[0])]
+                result = self.evaluate(
+                    _SELECT_JS, [args[0], self.evaluate("(id) => window.__envgymAX.element(id).textContent", args[0])]
                 )
                 if result.get("error"):
                     raise self.refusal(args[0], result["error"])
@@ -387,19 +417,21 @@ class PageActor:
             mouse.move(x, y)
             self.mouse = self.pointer = (x, y)
         elif name == "fill":
-            _, _, box = self._centre(args[0], "editable")
-            if box["tag"] == "INPUT" and box["type"] in _VALUE_INPUTS:
-                if not page.evaluate(_SET_VALUE_JS, [args[0], args[1]]):
+            # one call: locate (scroll into view), then set the value or focus and select the text
+            outcome = self.evaluate(_FILL_FOCUS_JS, [args[0], args[1]])
+            box = self._checked_box(args[0], outcome["box"], "editable")
+            if "set" in outcome:
+                if not outcome["set"]:
                     raise ActionError(f"{args[1]!r} is not a valid value for the {box['type']} field [{args[0]}].")
                 return
-            if not page.evaluate(_FOCUS_SELECT_JS, args[0]):
+            if not outcome["focused"]:
                 raise ActionError(f"element [{args[0]}] cannot take the focus.")
             if args[1]:
                 page.keyboard.type(args[1]) if len(args[1]) <= 64 else page.keyboard.insert_text(args[1])
             else:
                 page.keyboard.press("Delete")
         elif name == "select":
-            result = page.evaluate(_SELECT_JS, [args[0], args[1]])
+            result = self.evaluate(_SELECT_JS, [args[0], args[1]])
             error = result.get("error")
             if error == "missing":
                 raise ActionError(f"there is no element [{args[0]}] on the page: use an id from the tree.")
@@ -413,7 +445,7 @@ class PageActor:
         elif name == "press":
             page.keyboard.press(args[0])
         elif name == "scroll":
-            page.evaluate(_SCROLL_JS, [self.mouse[0], self.mouse[1], args[0], args[1]])
+            self.evaluate(_SCROLL_JS, [self.mouse[0], self.mouse[1], args[0], args[1]])
         elif name == "drag":
             x1, y1, _ = self._centre(args[0])
             x2, y2, _ = self._centre(args[1])

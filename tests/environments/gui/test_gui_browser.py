@@ -171,11 +171,13 @@ def test_axtree_text_ids_and_properties(page) -> None:
 
 
 @needs_browser
-def test_page_actor_runs_actions_and_refuses_impossible_ones(page) -> None:
+@pytest.mark.parametrize("through", ["playwright", "devtools"])
+def test_page_actor_runs_actions_and_refuses_impossible_ones(page, through: str) -> None:
     from envgym.browser import ActionError, PageActor
 
     p = page.page
-    actor = PageActor(p, 400, 400)
+    # its page scripts through Playwright's evaluate (the default) or the tab's one DevTools call
+    actor = PageActor(p, 400, 400, evaluate=page.evaluate if through == "devtools" else None)
     p.evaluate("window.__envgymAX.snapshot({})")
     actor.run(parse_action("click(13)"))
     assert p.evaluate("document.getElementById('out').textContent") == f"clicked {EPOCH_MS}"
@@ -196,6 +198,27 @@ def test_page_actor_runs_actions_and_refuses_impossible_ones(page) -> None:
     ]:
         with pytest.raises(ActionError, match=message):
             actor.run(parse_action(bad))
+    # fill: a date field takes its value as a whole; a field that cannot be filled is refused untouched
+    p.evaluate("""document.getElementById('out').innerHTML = '<input id="day" type="date">'
+                  + '<input id="off" disabled value="v"><span id="ed" contenteditable="true">old</span>'""")
+    p.evaluate("window.__envgymAX.snapshot({})")  # ids for the new elements
+    ids = p.evaluate("(n) => Array.from({length: n}, (_, i) => (window.__envgymAX.element(i) || {}).id)", 40)
+    day, off, editable = ids.index("day"), ids.index("off"), ids.index("ed")
+    actor.run(parse_action(f'fill({day}, "2024-02-29")'))
+    assert p.evaluate("[document.getElementById('day').value, document.activeElement.id]") == ["2024-02-29", "day"]
+    for bad, message in [
+        (f'fill({day}, "someday")', "not a valid value for the date field"),
+        (f'fill({off}, "x")', "is disabled"),
+        ('fill(99, "x")', "no element"),
+    ]:
+        with pytest.raises(ActionError, match=message):
+            actor.run(parse_action(bad))
+    assert p.evaluate("[document.getElementById('day').value, document.getElementById('off').value]") == [
+        "2024-02-29",
+        "v",
+    ]
+    actor.run(parse_action(f'fill({editable}, "new")'))  # contenteditable: its text selected, then typed over
+    assert p.evaluate("document.getElementById('ed').textContent") == "new"
 
 
 @needs_browser
