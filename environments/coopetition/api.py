@@ -61,6 +61,12 @@ COMPONENTS: tuple[str, ...] = ("payoff_reward", "social_reward")
 COMMON_KWARGS: tuple[str, ...] = ("reward_mode", "normalize", "reward_scale")
 DEFAULT_INVALID_LIMIT = 3
 _SUCCESS = TerminationReason.SUCCESS.value
+_ndarray = np.ndarray  # bound once: the per-round code reads it without numpy's module lookup
+#: The keys of a Parallel ``info`` that differ between agents or hold containers of their own.
+_PER_AGENT_KEYS = frozenset(
+    ("task", "action_valid", "reward_components", "invalid_actions", "reward_basis", "rewards", "payoffs", "agent")
+    + ("own_action", "invalid_reason")
+)
 
 
 def _game_params(cls: type) -> set[str]:
@@ -224,7 +230,7 @@ class _Episode:
     def numbers(self) -> dict[str, Any]:
         """The reference's info entries, JSON-friendly."""
         info = self.game.legacy_info() if self.last is None else self.last.info
-        return {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in info.items()}
+        return {k: (v.tolist() if isinstance(v, _ndarray) else v) for k, v in info.items()}
 
     def state_text(self) -> str:
         """The whole game state as text (the checkers compare it around invalid actions)."""
@@ -516,24 +522,41 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
         turn = episode.game.step_count
         invalid = episode.invalid
         reasons = {self.possible_agents[j]: why for j, why in problems.items()} if problems else None
+        # The first agent's info is written out; the others copy it and replace what is theirs
+        # (the same keys in the same order), unless the round's numbers reuse one of those keys.
+        first: dict[str, Any] | None = None
+        patch = _PER_AGENT_KEYS.isdisjoint(numbers)
         infos = {}
         for agent, i in self._index.items():
-            info = {
-                "task": dict(task),
-                "admissible_actions": None,
-                "action_valid": valid.get(i, True),
-                "reward_components": {"payoff_reward": payoff_list[i], "social_reward": social[i]},
-                "success": success,
-                "termination_reason": reason,
-                "turn": turn,
-                "invalid_actions": invalid[i],
-                "reward_basis": ["payoff_reward", "social_reward"],  # COMPONENTS, a fresh list
-                "rewards": list(reward_list),
-                "payoffs": list(payoff_list),
-                "agent": agent,
-                "own_action": own[i],
-                **numbers,
-            }
+            if first is None or not patch:
+                info = {
+                    "task": dict(task),
+                    "admissible_actions": None,
+                    "action_valid": valid.get(i, True),
+                    "reward_components": {"payoff_reward": payoff_list[i], "social_reward": social[i]},
+                    "success": success,
+                    "termination_reason": reason,
+                    "turn": turn,
+                    "invalid_actions": invalid[i],
+                    "reward_basis": ["payoff_reward", "social_reward"],  # COMPONENTS, a fresh list
+                    "rewards": list(reward_list),
+                    "payoffs": list(payoff_list),
+                    "agent": agent,
+                    "own_action": own[i],
+                    **numbers,
+                }
+                first = info
+            else:
+                info = first.copy()
+                info["task"] = dict(task)
+                info["action_valid"] = valid.get(i, True)
+                info["reward_components"] = {"payoff_reward": payoff_list[i], "social_reward": social[i]}
+                info["invalid_actions"] = invalid[i]
+                info["reward_basis"] = ["payoff_reward", "social_reward"]
+                info["rewards"] = list(reward_list)
+                info["payoffs"] = list(payoff_list)
+                info["agent"] = agent
+                info["own_action"] = own[i]
             if reasons is not None:
                 info["invalid_reason"] = dict(reasons)
             infos[agent] = info

@@ -40,6 +40,12 @@ _FLOAT32 = struct.Struct("f")
 _pack, _unpack = _FLOAT32.pack, _FLOAT32.unpack
 _FLOAT32_PAIR = struct.Struct("2f")
 _pack2, _unpack2 = _FLOAT32_PAIR.pack, _FLOAT32_PAIR.unpack
+_pack4, _unpack4 = struct.Struct("4f").pack, struct.Struct("4f").unpack
+_pack6, _unpack6 = struct.Struct("6f").pack, struct.Struct("6f").unpack
+_pack7, _unpack7 = struct.Struct("7f").pack, struct.Struct("7f").unpack
+# numpy's functions bound once: the round reads them without a module lookup each time
+_array, _asarray, _float32, _FLOAT32 = np.array, np.asarray, np.float32, np.dtype(np.float32)
+_tanh, _log, _log1p, _exp = np.tanh, np.log, np.log1p, np.exp
 #: ``f32(1e-10)``: the float32 value numpy compares contributions with (``game.EPSILON``).
 _EPSILON32 = _unpack(_pack(1e-10))[0]
 
@@ -143,7 +149,7 @@ class PairConstants(NamedTuple):
 def clip_pair(actions: Any, e0: float, e1: float) -> tuple[float, float] | None:
     """``np.clip(np.asarray(actions, float32), 0, e)`` as two floats; ``None`` for anything but two
     numbers without NaN (the array code then decides: it broadcasts, raises or keeps the NaN)."""
-    raw = np.asarray(actions, dtype=np.float32)
+    raw = _asarray(actions, _FLOAT32)
     if raw.shape != (2,):
         return None
     x0, x1 = raw.tolist()
@@ -161,10 +167,11 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
     if clipped is None:
         return None
     a0, a1 = clipped
-    acts = np.array(clipped, dtype=np.float32)
-    game.history.append(acts.copy())
-    game.actions = acts
-    params = game.trust_params
+    acts = _array(clipped, _FLOAT32)
+    params, value = game.trust_params, game.value
+    # Every float32 rounding packs its numbers with ``struct`` (several at a time where they do not
+    # depend on each other; native ``f`` rounds as numpy's cast, to infinity beyond float32's
+    # range). Nothing is changed before the payoffs are known to be finite (see below).
     if params is not None:
         (t00, t01), (t10, t11) = game.trust.tolist()
         (r00, r01), (r10, r11) = game.reputation.tolist()
@@ -172,43 +179,51 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
         if kappa is None:
             s0, s1 = np.tanh(params.kappa * (acts - game.baselines)).tolist()
         else:  # kappa * (a - b) in float32, then numpy's float32 tanh
-            d0, d1 = f32x2(a0 - c.b0, a1 - c.b1)
-            s0, s1 = np.tanh(np.array(f32x2(kappa * d0, kappa * d1), dtype=np.float32)).tolist()
+            d0, d1 = _unpack2(_pack2(a0 - c.b0, a1 - c.b1))
+            s0, s1 = _tanh(_array(_unpack2(_pack2(kappa * d0, kappa * d1)), _FLOAT32)).tolist()
         t01, r01 = trust_step(params, s1, t01, r01, c.amp01)  # agent 0 sees agent 1's signal
         t10, r10 = trust_step(params, s0, t10, r10, c.amp10)
-        game.trust = np.array([t00, t01, t10, t11]).reshape(2, 2)
-        game.reputation = np.array([r00, r01, r10, r11]).reshape(2, 2)
+        # min(T_ij, 1 - R_ij) of the new matrices (Game.effective_trust), rounded below
+        m01, m10 = 1.0 - r01, 1.0 - r10
+        m01 = m01 if m01 < t01 else t01  # noqa: FURB136 (min(t01, 1 - r01), as the builtin)
+        m10 = m10 if m10 < t10 else t10  # noqa: FURB136
+    else:
+        m01 = m10 = 0.0  # no trust: the weights are D itself (below)
     # pi_i = (e_i - a_i) + f(a_i) + alpha_i * gamma * g (Game.private_payoffs, in float32)
-    value = game.value
     if a0 <= _EPSILON32 or a1 <= _EPSILON32:
-        synergy, theta = 0.0, f32(value.theta)
+        synergy, theta = 0.0, _unpack(_pack(value.theta))[0]
     else:  # exp(sum(log a) / 2), each step in float32 (np.float32() rounds the halved sum)
-        g0, g1 = np.log(acts).tolist()
-        theta, log_sum = f32x2(value.theta, g0 + g1)
-        synergy = float(np.exp(np.float32(log_sum / 2)))
+        g0, g1 = _log(acts).tolist()
+        theta, log_sum = _unpack2(_pack2(value.theta, g0 + g1))
+        synergy = float(_exp(_float32(log_sum / 2)))
     if value.specification == "logarithmic":
-        l0, l1 = np.log1p(acts).tolist()  # acts >= +0.0: np.maximum(acts, 0.0) changes nothing
-        i0, i1 = f32x2(theta * l0, theta * l1)
+        l0, l1 = _log1p(acts).tolist()  # acts >= +0.0: np.maximum(acts, 0.0) changes nothing
+        i0, i1, q0, q1, m01, m10 = _unpack6(_pack6(theta * l0, theta * l1, c.e0 - a0, c.e1 - a1, m01, m10))
     else:
         i0, i1 = value.individual(acts).tolist()
-    shared, individual = f32x2(value.gamma * synergy, i0 + i1)
-    game._value_parts = (acts, f32(individual + shared))
-    q0, q1 = f32x2(c.e0 - a0, c.e1 - a1)
-    q0, q1 = f32x2(q0 + i0, q1 + i1)
-    s0, s1 = f32x2(c.alpha0 * shared, c.alpha1 * shared)
-    p0, p1 = f32x2(q0 + s0, q1 + s1)
+        q0, q1, m01, m10 = _unpack4(_pack4(c.e0 - a0, c.e1 - a1, m01, m10))
+    shared, individual = _unpack2(_pack2(value.gamma * synergy, i0 + i1))
+    total, q0, q1, s0, s1, w01, w10 = _unpack7(
+        _pack7(individual + shared, q0 + i0, q1 + i1, c.alpha0 * shared, c.alpha1 * shared, m01 * c.D01, m10 * c.D10)
+    )
+    p0, p1 = _unpack2(_pack2(q0 + s0, q1 + s1))
+    if p0 + p1 - (p0 + p1) != 0.0:  # an infinite or NaN payoff: the array code's 0 * inf in w @ pi makes NaN
+        return None
+    game.history.append(acts.copy())
+    game.actions = acts
+    if params is not None:
+        game.trust = _array([t00, t01, t10, t11]).reshape(2, 2)
+        game.reputation = _array([r00, r01, r10, r11]).reshape(2, 2)
+    else:
+        w01, w10 = c.D01, c.D10
+    game._value_parts = (acts, total)
     # Game._scaled: float64 division by the largest endowment, then the scale, then float32.
     scale, normalize = game.reward_scale, game.normalize
     m = c.max_endowment
     mode = game.reward_mode
     if mode == "private":
         u0, u1 = p0, p1
-    else:
-        if params is not None:  # w_ij = float32(min(T_ij, 1 - R_ij)) * D_ij (Game.utility_weights)
-            m01, m10 = f32x2(min(t01, 1.0 - r01), min(t10, 1.0 - r10))
-            w01, w10 = f32x2(m01 * c.D01, m10 * c.D10)
-        else:
-            w01, w10 = c.D01, c.D10
+    else:  # w_ij = float32(min(T_ij, 1 - R_ij)) * D_ij with trust (Game.utility_weights), else D_ij
         u0, u1 = p0 + w01 * p1, p1 + w10 * p0  # the zero diagonal adds an exact 0 in the matrix product
         if mode == "cooperative":
             u0 = u1 = (u0 + u1) / 2
@@ -231,4 +246,4 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
             else:  # a numpy number promotes as numpy does, then the array's float32 takes it
                 payoff[i] = f32(np.float32(payoff[i]) * factor)
                 reward[i] = f32(np.float32(reward[i]) * factor)
-    return np.array(reward, dtype=np.float32), np.array(payoff, dtype=np.float32)
+    return _array(reward, _FLOAT32), _array(payoff, _FLOAT32)

@@ -144,6 +144,34 @@ def test_actions_the_scalar_path_hands_to_the_array_code() -> None:
             game.play(np.zeros(3, dtype=np.float32))
 
 
+def test_rounds_beyond_float32_and_numpy_parameters_match_the_array_code() -> None:
+    """A value past float32's range (``theta = 1e39``: infinite payoffs, which the scalar path hands
+    to the array code, whose ``w @ pi`` makes NaN of them) and a numpy ``kappa`` (it promotes the
+    signal to float64): the same numbers and the same state either way."""
+    from dataclasses import replace
+
+    for change in (
+        lambda g: setattr(g, "value", replace(g.value, theta=1e39)),
+        lambda g: setattr(g, "trust_params", replace(g.trust_params, kappa=np.float64(1.5))),
+    ):
+        fast, slow = build_game("TrustDilemma", {}), build_game("TrustDilemma", {})
+        slow._pair = False
+        for game in (fast, slow):
+            change(game)
+            game._pair_constants = type(game._pair_constants).of(game)
+            game.reset(1)
+        rng = np.random.default_rng(4)
+        with np.errstate(all="ignore"):
+            for _ in range(12):
+                row = np.asarray(contributions(rng, [100.0, 100.0]), dtype=np.float32)
+                a, b = fast.step(row), slow.step(row)
+                assert canonical((a.rewards, a.payoffs, a.info)) == canonical((b.rewards, b.payoffs, b.info))
+                assert canonical((fast.trust, fast.reputation, fast.actions)) == canonical(
+                    (slow.trust, slow.reputation, slow.actions)
+                )
+        assert fast._pair_constants.kappa32 is None or math.isnan(float(fast.step(row).rewards[0]))
+
+
 def test_f32_is_numpys_float32_cast() -> None:
     rng = np.random.default_rng(0)
     values = np.concatenate(
