@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -558,3 +559,102 @@ def test_tool_calls_quick_json() -> None:
     assert 0 < hf["prompt_tokens_mean"] <= hf["prompt_tokens_max"]
     assert len(report["load_before"]) == 3 and len(report["load_after"]) == 3
     assert report["machine"].endswith(sys.version.split()[0])  # the script ran on this interpreter
+
+
+# ---------------------------------------------------------------- suite_time.py, suite_cpu.py
+_JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="{failures}" skipped="1" tests="4" time="{wall}">
+<testcase classname="tests.test_all_envs" name="test_registered_env_passes_contract[gymnasium:envgym/MiniWoB-click-v0]" time="{mini}"/>
+<testcase classname="tests.test_all_envs" name="test_registered_env_passes_contract[parallel:envgym/Coop-Trust-v0]" time="2.0"/>
+<testcase classname="tests.rollout.test_runner.TestPool" name="test_pool@ray" time="{pool}">{failure}</testcase>
+<testcase classname="tests.rollout.test_runner" name="test_skipped" time="0.0"><skipped message="no"/></testcase>
+</testsuite></testsuites>
+"""
+
+
+def test_suite_time_sums_a_run_and_compares_two(tmp_path: Path) -> None:
+    before, after, cpu = tmp_path / "before.xml", tmp_path / "after.xml", tmp_path / "cpu"
+    before.write_text(_JUNIT.format(failures=0, wall=10.0, mini=6.0, pool=4.0, failure=""))
+    after.write_text(_JUNIT.format(failures=1, wall=5.0, mini=3.0, pool=1.5, failure='<failure message="x"/>'))
+    cpu.mkdir()
+    rows = [  # two workers' files; the pool test waited 1.4 of its 1.5 s
+        {
+            "id": "tests/rollout/test_runner.py::TestPool::test_pool@ray",
+            "wall": 1.5,
+            "self": 0.05,
+            "children": 0.05,
+            "live": -0.2,
+        },
+        {
+            "id": "tests/test_all_envs.py::test_registered_env_passes_contract[gymnasium:envgym/MiniWoB-click-v0]",
+            "wall": 3.0,
+            "self": 0.5,
+            "children": 0.0,
+            "live": 2.0,
+        },
+    ]
+    for i, row in enumerate(rows):
+        (cpu / f"{i}.jsonl").write_text(json.dumps(row) + "\n")
+    proc = run_script("suite_time.py", str(after), "--before", str(before), "--cpu", str(cpu), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["tests"] == 4 and report["outcomes"] == {"failed": 1, "passed": 2, "skipped": 1}
+    assert report["wall_s"] == 5.0 and report["summed_s"] == 6.5 and report["busy_workers"] == 1.3
+    files = {row["file"]: row["seconds"] for row in report["files"]}
+    assert files == {
+        "tests/test_all_envs.py [MiniWoB]": 3.0,
+        "tests/test_all_envs.py [Coop]": 2.0,
+        "tests/rollout/test_runner.py": 1.5,
+    }
+    assert report["slowest"][0]["seconds"] == 3.0
+    cpu_report = report["cpu"]
+    assert cpu_report["tests_measured"] == 2 and cpu_report["cpu_s"] == pytest.approx(0.1 + 2.5, abs=0.05)
+    assert cpu_report["waiting"][0] == {
+        "id": "tests/rollout/test_runner.py::TestPool::test_pool",
+        "seconds": 1.5,
+        "cpu_s": 0.1,
+    }
+    compared = report["compare"]
+    assert compared["before"]["summed_s"] == 12.0 and compared["after"]["summed_s"] == 6.5
+    slowest = {row["id"].rsplit("::", 1)[-1]: (row["before_s"], row["after_s"]) for row in compared["slowest"]}
+    assert slowest["test_pool"] == (4.0, 1.5)
+    assert run_script("suite_time.py", str(tmp_path / "missing.xml")).returncode != 0
+    assert "--top must be >= 1" in run_script("suite_time.py", str(after), "--top", "0").stderr
+
+
+def test_suite_cpu_plugin_counts_the_tests_own_and_its_childrens_cpu(tmp_path: Path) -> None:
+    (tmp_path / "test_sample.py").write_text(
+        "import subprocess, sys, time\n"
+        "BURN = 'import time\\nwhile time.process_time() < 0.3: pass'\n"
+        "def test_sleeps():\n    time.sleep(0.3)\n"
+        "def test_child_burns():\n    subprocess.run([sys.executable, '-c', BURN], check=True)\n"
+    )
+    out = tmp_path / "cpu"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "suite_cpu",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "test_sample.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PERF), "ENVGYM_SUITE_CPU_DIR": str(out)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {
+        json.loads(line)["id"]: json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()
+    }
+    assert set(rows) == {"test_sample.py::test_sleeps", "test_sample.py::test_child_burns"}
+    assert rows["test_sample.py::test_sleeps"]["wall"] >= 0.3
+    assert rows["test_sample.py::test_child_burns"]["children"] >= 0.3  # the child ran until 0.3 s of its own CPU
