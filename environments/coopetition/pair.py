@@ -237,8 +237,12 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
         rewards = np.array(reward, dtype=np.float32) * collective
         payoff, reward = payoffs.tolist(), rewards.tolist()
     if game._has_reciprocity:
-        for i in (0, 1):
-            factor = game.reciprocity_modifier(i)
+        factors = game.reciprocity_modifier(0), game.reciprocity_modifier(1)
+        if factors[0].__class__ is float and factors[1].__class__ is float:  # both at once, as below
+            f0, f1, p0, r0, p1, r1 = _unpack6(_pack6(*factors, payoff[0], reward[0], payoff[1], reward[1]))
+            payoff[0], reward[0], payoff[1], reward[1] = _unpack4(_pack4(p0 * f0, r0 * f0, p1 * f1, r1 * f1))
+            factors = ()
+        for i, factor in enumerate(factors):
             if isinstance(factor, (float, int)):  # a Python number: cast to float32 first (NEP 50)
                 factor = f32(factor)
                 p, r = f32x2(payoff[i], reward[i])

@@ -180,6 +180,14 @@ class TR4Game(Game):
         n = self.n_agents
         self._keys = {(i, j): f"{i}->{j}" for i in range(n) for j in range(n) if i != j}
         self._pairs: tuple[tuple[Any, ...], dict[tuple[int, int], PairReciprocity]] | None = None
+        # Per ordered pair, what its effect multiplies that never changes (D is fixed):
+        # (1 + omega * D_ij, rho_ij), the two middle factors of trust_gated_effect.
+        D = self.D.tolist()
+        self._gates = [
+            [(1.0 + reciprocity.omega * D[i][j], reciprocity_sensitivity(reciprocity.rho_0, D[i][j], reciprocity.eta))
+             for j in range(n)]
+            for i in range(n)
+        ]  # fmt: skip
 
     def pair(self, i: int, j: int) -> PairReciprocity:
         """Memory average of ``j``, signal ``s_ij`` and effect on ``i`` this round (zeros before round 1)."""
@@ -215,14 +223,16 @@ class TR4Game(Game):
             raw = [cooperation_signal(self.actions[j], averages[j]) for j in range(n)]
             phis = [bounded_response(s, p.kappa) for s in raw]
             signals = [float(s) for s in raw]
-        trust, D = self.trust.tolist(), self.D.tolist()
+        trust, gates, weight = self.trust.tolist(), self._gates, p.lambda_R
         pairs = {}
         for i in range(n):
+            trust_row, gate_row = trust[i], gates[i]
             for j in range(n):
                 if i == j and not diagonal:
                     continue
-                rho = reciprocity_sensitivity(p.rho_0, D[i][j], p.eta)
-                effect = trust_gated_effect(trust[i][j], rho, phis[j], p.lambda_R, p.omega, D[i][j])
+                amplification, rho = gate_row[j]
+                # trust_gated_effect, its product in the same order: lambda_R * T_ij * (1 + omega D_ij) * rho_ij * phi
+                effect = weight * trust_row[j] * amplification * rho * phis[j]
                 pairs[i, j] = PairReciprocity(averages[j], signals[j], effect)
         return pairs
 
@@ -234,7 +244,8 @@ class TR4Game(Game):
         for j in range(self.n_agents):
             if j != agent:
                 u_recip += pairs[agent, j].effect
-        return reciprocity_multiplier(u_recip, self._scale)
+        multiplier = 1.0 + u_recip / self._scale  # reciprocity_multiplier, its max() written out
+        return multiplier if multiplier > MULTIPLIER_FLOOR else MULTIPLIER_FLOOR  # noqa: FURB136 (no call)
 
     def legacy_info(self) -> dict[str, Any]:
         info = super().legacy_info()
