@@ -61,7 +61,8 @@ COMPONENTS: tuple[str, ...] = ("payoff_reward", "social_reward")
 COMMON_KWARGS: tuple[str, ...] = ("reward_mode", "normalize", "reward_scale")
 DEFAULT_INVALID_LIMIT = 3
 _SUCCESS = TerminationReason.SUCCESS.value
-_ndarray = np.ndarray  # bound once: the per-round code reads it without numpy's module lookup
+# bound once: the per-round code reads them without numpy's module lookup
+_ndarray, _array, _FLOAT32 = np.ndarray, np.array, np.dtype(np.float32)
 #: The keys of a Parallel ``info`` that differ between agents or hold containers of their own.
 _PER_AGENT_KEYS = frozenset(
     ("task", "action_valid", "reward_components", "invalid_actions", "reward_basis", "rewards", "payoffs", "agent")
@@ -603,7 +604,7 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
             terminated, truncated = episode.over, False
             valid = {i: i not in problems for i in range(n)}
         else:
-            result = episode.play(np.array(contributions, dtype=np.float32))
+            result = episode.play(_array(contributions, _FLOAT32))
             rewards, payoffs = result.rewards, result.payoffs
             terminated = result.terminated
             truncated = result.truncated and not terminated

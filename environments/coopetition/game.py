@@ -68,6 +68,7 @@ MECHANISMS: dict[str, str] = {
 EPSILON = 1e-10
 #: numpy's float32 dtype (one object: ``dtype is _FLOAT32`` is the cheap test of ``dtype == np.float32``).
 _FLOAT32 = np.dtype(np.float32)
+_array = np.array  # bound once: the per-round code reads it without numpy's module lookup
 #: Games with at most this many agents update trust pair by pair in Python floats (faster there).
 SMALL_GAME = 4
 #: What :func:`.pair.play_pair` computes in place of these methods: a subclass that overrides one
@@ -82,6 +83,8 @@ _PAIR_ARITHMETIC: tuple[str, ...] = (
     "_scaled",
     "play",
     "_round",
+    "mean_trust",  # legacy_info's two-agent branch reads the matrices itself
+    "mean_reputation_damage",
 )
 
 
@@ -596,15 +599,23 @@ class Game:
             x0, x1 = f32x2(a0 / c.e0, a1 / c.e1)
             actions_sum, rates_sum = f32x2(a0 + a1, x0 + x1)
             mean_cooperation, cooperation_rate = f32x2(actions_sum / 2, rates_sum / 2)
-        else:
-            mean_cooperation, cooperation_rate = _mean(actions), _mean(actions / self.endowments)
+            (_, t01), (t10, _) = self.trust.tolist()  # mean_trust() and mean_reputation_damage(), inline
+            (_, r01), (r10, _) = self.reputation.tolist()
+            return {
+                "step": self.step_count,
+                "mean_trust": (t01 + t10) / 2,
+                "mean_reputation_damage": (r01 + r10) / 2,
+                "total_value": self.total_value(),
+                "mean_cooperation": mean_cooperation,
+                "cooperation_rate": cooperation_rate,
+            }
         return {
             "step": self.step_count,
             "mean_trust": self.mean_trust(),
             "mean_reputation_damage": self.mean_reputation_damage(),
             "total_value": self.total_value(),
-            "mean_cooperation": mean_cooperation,
-            "cooperation_rate": cooperation_rate,
+            "mean_cooperation": _mean(actions),
+            "cooperation_rate": _mean(actions / self.endowments),
         }
 
     def legacy_observation(self) -> np.ndarray:
@@ -641,7 +652,7 @@ class Game:
             state = [a0, a1, t0, t1, t2, t3, r0, r1, r2, r3, d0, d1, d2, d3]
             state += ((r0 + r1) / 2, (r2 + r3) / 2, self.step_count / self.max_steps)
             pick0, pick1 = self._pickers[1]
-            return [np.array(pick0(state), dtype=np.float32), np.array(pick1(state), dtype=np.float32)]
+            return [_array(pick0(state), _FLOAT32), _array(pick1(state), _FLOAT32)]
         n = self.n_agents
         plan = self._plan_of(config)
         state = np.concatenate(
