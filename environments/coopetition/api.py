@@ -111,8 +111,10 @@ def _check_limit(invalid_limit: Any) -> int:
 
 def _number(value: Any) -> float | str:
     """A finite contribution from one agent's action, or why it is not one."""
-    if type(value) is np.ndarray and value.size == 1 and value.dtype.kind == "f":  # the usual case, fast
-        number = float(value.item())
+    if value.__class__ is _ndarray and value.size == 1 and value.dtype.kind == "f":  # the usual case, fast
+        number = value.item()
+        if number.__class__ is not float:  # float32/float64 give a Python float already; longdouble does not
+            number = float(number)
         return number if math.isfinite(number) else f"expected a finite number, got {number!r}"
     if isinstance(value, (str, bytes, bytearray, Mapping)) or value is None or isinstance(value, bool):
         return f"expected a number (the contribution), got {type(value).__name__} {value!r:.60}"

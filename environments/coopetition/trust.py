@@ -20,6 +20,8 @@ from envgym.environments.coopetition.pair import f32
 
 from envgym.errors import ConfigError
 
+_FLOAT32 = np.dtype(np.float32)
+
 __all__ = ["SLCD", "CooperativeNegotiation", "RecoveryRace", "ReputationMarket", "TrustDilemma"]
 
 
@@ -76,19 +78,20 @@ class TrustDilemma(Game):
         self.defections = [0, 0]
 
     def step(self, actions: np.ndarray) -> StepResult:
-        raw = np.asarray(actions, dtype=np.float32).tolist()  # the reference counts before clipping
+        raw = np.asarray(actions, dtype=_FLOAT32).tolist()  # the reference counts before clipping
         baselines = self.baselines.tolist()
-        for i in range(2):
+        cooperations, defections = self.cooperations, self.defections
+        for i in (0, 1):
             if raw[i] >= baselines[i]:
-                self.cooperations[i] += 1
+                cooperations[i] += 1
             else:
-                self.defections[i] += 1
+                defections[i] += 1
         result = super().step(actions)
-        result.info["defection_counts"] = list(self.defections)
-        result.info["cooperation_counts"] = list(self.cooperations)
-        result.info["cooperation_rates"] = [
-            c / (c + d) if c + d > 0 else 0.0 for c, d in zip(self.cooperations, self.defections, strict=True)
-        ]
+        info = result.info
+        info["defection_counts"] = list(defections)
+        info["cooperation_counts"] = list(cooperations)
+        (c0, c1), (d0, d1) = cooperations, defections  # two agents, always
+        info["cooperation_rates"] = [c0 / (c0 + d0) if c0 + d0 > 0 else 0.0, c1 / (c1 + d1) if c1 + d1 > 0 else 0.0]
         return result
 
     def terminated(self) -> bool:
