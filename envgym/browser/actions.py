@@ -288,6 +288,8 @@ class PageActor:
         scale: screenshot pixels per CSS pixel (coordinates are given in screenshot pixels).
         evaluate: ``evaluate(function, arg)`` for the page scripts (default ``page.evaluate``; e.g.
             :meth:`envgym.browser.Tab.evaluate`, the same in one DevTools round trip).
+        type_text: ``type_text(text)`` for ``fill`` (default ``page.keyboard.type``; e.g.
+            :meth:`envgym.browser.Tab.type_text`, the same key events sent at once).
     """
 
     def __init__(
@@ -297,8 +299,12 @@ class PageActor:
         height: int,
         scale: float = 1.0,
         evaluate: Callable[[str, Any], Any] | None = None,
+        type_text: Callable[[str], Any] | None = None,
     ) -> None:
         self.page = page
+        #: types text into the focused element: ``page.keyboard.type``, or the same key events sent
+        #: at once (:meth:`envgym.browser.Tab.type_text`)
+        self.type_text = type_text if type_text is not None else page.keyboard.type
         #: runs a page script (source of a function of one JSON argument) and returns its JSON result:
         #: ``page.evaluate``, or a cheaper equivalent such as :meth:`envgym.browser.Tab.evaluate`
         self.evaluate = evaluate if evaluate is not None else page.evaluate
@@ -427,7 +433,7 @@ class PageActor:
             if not outcome["focused"]:
                 raise ActionError(f"element [{args[0]}] cannot take the focus.")
             if args[1]:
-                page.keyboard.type(args[1]) if len(args[1]) <= 64 else page.keyboard.insert_text(args[1])
+                self.type_text(args[1]) if len(args[1]) <= 64 else page.keyboard.insert_text(args[1])
             else:
                 page.keyboard.press("Delete")
         elif name == "select":

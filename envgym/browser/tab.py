@@ -15,9 +15,48 @@ import numpy as np
 from envgym._imports import optional
 from envgym.browser.pool import acquire_browser, give_context, release_browser, take_context
 
-__all__ = ["PageScriptError", "Tab", "png_to_array"]
+__all__ = ["PageScriptError", "Tab", "key_events", "png_to_array"]
 
 logger = logging.getLogger(__name__)
+
+
+def _us_keys() -> dict[str, tuple[str, int]]:
+    """char -> (``code``, Windows key code) of the printable ASCII characters on a US keyboard:
+    the keys Playwright's ``keyboard.type`` presses for them (no modifier: it sends an upper-case
+    letter or a shifted symbol as its own key, with its text)."""
+    keys: dict[str, tuple[str, int]] = {" ": ("Space", 32)}
+    for letter in "ABCDEFGHIJKLMNOPQRSTUVWXYZ":
+        keys[letter] = keys[letter.lower()] = (f"Key{letter}", ord(letter))
+    for digit, shifted in zip("1234567890", "!@#$%^&*()"):
+        keys[digit] = keys[shifted] = (f"Digit{digit}", ord(digit))
+    for plain, shifted, code, key_code in [
+        ("`", "~", "Backquote", 192), ("-", "_", "Minus", 189), ("=", "+", "Equal", 187),
+        ("[", "{", "BracketLeft", 219), ("]", "}", "BracketRight", 221), ("\\", "|", "Backslash", 220),
+        (";", ":", "Semicolon", 186), ("'", '"', "Quote", 222), (",", "<", "Comma", 188),
+        (".", ">", "Period", 190), ("/", "?", "Slash", 191),
+    ]:  # fmt: skip
+        keys[plain] = keys[shifted] = (code, key_code)
+    return keys
+
+
+_US_KEYS = _us_keys()
+
+
+def key_events(text: str) -> list[dict[str, Any]] | None:
+    """The DevTools ``Input.dispatchKeyEvent`` parameters (a key down, then up, per character) with
+    which Playwright's ``keyboard.type`` types ``text``, or ``None`` when a character is not printable
+    ASCII (Playwright inserts those as text, or presses a named key: Enter, Tab)."""
+    events: list[dict[str, Any]] = []
+    for char in text:
+        key = _US_KEYS.get(char)
+        if key is None:
+            return None
+        code, key_code = key
+        common = {"modifiers": 0, "windowsVirtualKeyCode": key_code, "code": code, "key": char, "location": 0}
+        typed = {"commands": [], "text": char, "unmodifiedText": char, "autoRepeat": False}
+        events.append({"type": "keyDown", **common, **typed, "isKeypad": False})
+        events.append({"type": "keyUp", **common, "isKeypad": False})
+    return events
 
 
 class PageScriptError(RuntimeError):
@@ -155,6 +194,33 @@ class Tab:
             return reply
 
         return self._result(run(both()))
+
+    def type_text(self, text: str) -> None:
+        """``page.keyboard.type(text)``: the same key events (down and up per character, so keydown,
+        keypress, input and keyup reach the page), all sent at once instead of one round trip each.
+
+        They are sent in order on one DevTools session, and Chromium dispatches key events in the
+        order it gets them, without merging any (as Playwright's own click sends its move, press and
+        release together). Text with a character that is not printable ASCII, or without the
+        private Playwright parts this needs, is typed by ``page.keyboard.type`` itself.
+        """
+        events = key_events(text)
+        if self._cdp is None:
+            self._cdp = self.context.new_cdp_session(self.page)
+        try:  # private attributes of playwright-python
+            run, session = self.page._sync, self._cdp._impl_obj
+        except AttributeError:
+            events = None
+        if events is None:
+            self.page.keyboard.type(text)
+            return
+        if not events:
+            return
+
+        async def all_keys() -> None:
+            await asyncio.gather(*(session.send("Input.dispatchKeyEvent", event, None) for event in events))
+
+        run(all_keys())
 
     @staticmethod
     def _evaluation(function: str, arg: Any) -> dict[str, Any]:

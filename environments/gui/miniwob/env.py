@@ -445,7 +445,9 @@ class MiniWoBEnv(TextEnv):
         if not self._tab.is_open:
             page = self._tab.open()
             width, height = MINIWOB_TASK_SIZE
-            self._actor = PageActor(page, width, height, self.scale, evaluate=self._tab.evaluate)
+            self._actor = PageActor(
+                page, width, height, self.scale, evaluate=self._tab.evaluate, type_text=self._tab.type_text
+            )
         return self._tab.page
 
     def _load(self) -> None:

@@ -222,6 +222,37 @@ def test_page_actor_runs_actions_and_refuses_impossible_ones(page, through: str)
 
 
 @needs_browser
+def test_type_text_gives_the_page_the_events_of_playwrights_keyboard_type(page) -> None:
+    """Every printable ASCII character (twice: a key pressed again), typed by Playwright's
+    keyboard.type and by Tab.type_text (all key events sent at once): the page sees the same events
+    with the same properties in the same order, and the same text; other text goes to Playwright."""
+    from envgym.browser.tab import key_events
+
+    p = page.page
+    p.evaluate("""() => {
+      window.seen = [];
+      const keep = (e) => window.seen.push([e.type, e.key, e.code, e.keyCode, e.which, e.charCode, e.location,
+                                            e.repeat, e.shiftKey, e.ctrlKey, e.isTrusted, e.data, e.inputType,
+                                            e.target.id]);
+      for (const type of ['keydown', 'keypress', 'beforeinput', 'input', 'keyup']) document.addEventListener(type, keep, true);
+    }""")
+    text = "".join(chr(c) for c in range(32, 127)) * 2
+    typed = {}
+    for how, type_text in [("playwright", p.keyboard.type), ("tab", page.type_text)]:
+        p.evaluate(
+            "() => { window.seen.length = 0; const ta = document.getElementById('ta'); ta.value = ''; ta.focus(); }"
+        )
+        type_text(text)
+        typed[how] = p.evaluate("() => [window.seen, document.getElementById('ta').value]")
+    assert typed["tab"] == typed["playwright"] and typed["tab"][1] == text
+    assert len(typed["tab"][0]) == 5 * len(text)  # keydown, keypress, beforeinput, input, keyup
+    assert key_events("caf\u00e9") is None and key_events("a\n") is None and key_events("") == []
+    p.evaluate("() => { window.seen.length = 0; document.getElementById('ta').value = ''; }")
+    page.type_text("\u00e9t\u00e9")  # not printable ASCII: Playwright types it (inserted as text)
+    assert p.evaluate("() => document.getElementById('ta').value") == "\u00e9t\u00e9"
+
+
+@needs_browser
 def test_evaluate_is_one_devtools_call_with_json_in_and_out(page) -> None:
     from envgym.browser.tab import PageScriptError
 
