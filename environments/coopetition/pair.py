@@ -86,10 +86,15 @@ def column_means32(rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
 
     numpy sums fewer than 8 float32 values left to right in float32, then divides in float32.
     """
+    count = len(rows)
+    if len(rows[0]) == 2:  # two agents: the same roundings, two at a time
+        t0, t1 = rows[0]
+        for v0, v1 in rows[1:]:
+            t0, t1 = _unpack2(_pack2(t0 + v0, t1 + v1))
+        return _unpack2(_pack2(t0 / count, t1 / count))
     totals = rows[0]
     for row in rows[1:]:
         totals = f32s([t + v for t, v in zip(totals, row, strict=True)])
-    count = len(rows)
     return f32s([t / count for t in totals])
 
 

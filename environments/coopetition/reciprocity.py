@@ -26,6 +26,7 @@ Parameters and rules as the reference (Coopetition-Gym v1, upstream commit d2dff
 from __future__ import annotations
 
 import math
+import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
@@ -54,6 +55,10 @@ __all__ = [
 ]
 
 _FLOAT32 = np.dtype(np.float32)
+_array, _tanh = np.array, np.tanh
+_PAIR2 = struct.Struct("2f")  # two float32 roundings at once (see .pair)
+_pack2, _unpack2 = _PAIR2.pack, _PAIR2.unpack
+_new_pair = tuple.__new__  # PairReciprocity(...) without its Python-level __new__
 #: The multiplier's floor: a strongly negative ``U_recip`` shrinks a reward but never flips its sign.
 MULTIPLIER_FLOOR = 0.01
 
@@ -117,9 +122,14 @@ def memory_average(history: Sequence[np.ndarray], agent: int, k: int) -> float:
 
 def _memory_averages(window: Sequence[np.ndarray], agents: Sequence[int]) -> list[float]:
     """:func:`memory_average` of each agent in ``agents`` over the rows ``window`` (at least one)."""
-    if len(window) < 8 and all(row.dtype is _FLOAT32 for row in window):  # numpy's mean, in Python floats
-        means = column_means32([row.tolist() for row in window])
-        return [means[agent] for agent in agents]
+    if len(window) < 8:  # numpy's float32 mean, in Python floats
+        rows = []
+        for row in window:
+            if row.dtype is not _FLOAT32:
+                break
+            rows.append(row.tolist())
+        else:
+            return list(map(column_means32(rows).__getitem__, agents))
     return [float(np.mean(np.array([row[agent] for row in window], dtype=np.float32))) for agent in agents]
 
 
@@ -180,14 +190,24 @@ class TR4Game(Game):
         n = self.n_agents
         self._keys = {(i, j): f"{i}->{j}" for i in range(n) for j in range(n) if i != j}
         self._pairs: tuple[tuple[Any, ...], dict[tuple[int, int], PairReciprocity]] | None = None
-        # Per ordered pair, what its effect multiplies that never changes (D is fixed):
-        # (1 + omega * D_ij, rho_ij), the two middle factors of trust_gated_effect.
-        D = self.D.tolist()
-        self._gates = [
-            [(1.0 + reciprocity.omega * D[i][j], reciprocity_sensitivity(reciprocity.rho_0, D[i][j], reciprocity.eta))
-             for j in range(n)]
+        # (parameters, D, what _fixed() computed from them)
+        self._fixed_parts: tuple[Any, ...] = (None, None, 0.0, [])
+
+    def _fixed(self) -> tuple[float, list[list[tuple[float, float]]]]:
+        """What the round's reciprocity uses that changes only with the parameters or ``D``:
+        ``f32(kappa)`` (what numpy multiplies float32 signals by, NEP 50) and per ordered pair
+        ``(1 + omega * D_ij, rho_ij)``, the middle factors of :func:`trust_gated_effect`."""
+        p, D = self.reciprocity, self.D
+        cached = self._fixed_parts
+        if cached[0] is p and cached[1] is D:
+            return cached[2], cached[3]
+        d, n = D.tolist(), self.n_agents
+        gates = [
+            [(1.0 + p.omega * d[i][j], reciprocity_sensitivity(p.rho_0, d[i][j], p.eta)) for j in range(n)]
             for i in range(n)
-        ]  # fmt: skip
+        ]
+        self._fixed_parts = (p, D, f32(p.kappa), gates)
+        return self._fixed_parts[2], gates
 
     def pair(self, i: int, j: int) -> PairReciprocity:
         """Memory average of ``j``, signal ``s_ij`` and effect on ``i`` this round (zeros before round 1)."""
@@ -215,15 +235,30 @@ class TR4Game(Game):
             zero = PairReciprocity(0.0, 0.0, 0.0)
             return {(i, j): zero for i in range(n) for j in range(n)}
         averages = [0.0] * n if t <= 1 else _memory_averages(self.history[-min(p.k, t - 1) :], range(n))
-        if self.actions.dtype is _FLOAT32:  # float32 signals and responses, as numpy's scalars give them
-            kappa = f32(p.kappa)
+        kappa, gates = self._fixed()
+        if self.actions.dtype is _FLOAT32 and n == 2:  # as below, two at a time
+            (a0, a1), (m0, m1) = self.actions.tolist(), averages
+            signals = s0, s1 = _unpack2(_pack2(a0 - m0, a1 - m1))
+            phis = _tanh(_array((kappa * s0, kappa * s1), _FLOAT32)).tolist()  # the array rounds
+        elif self.actions.dtype is _FLOAT32:  # float32 signals and responses, as numpy's scalars give them
             signals = f32s([a - m for a, m in zip(self.actions.tolist(), averages, strict=True)])
-            phis = np.tanh(np.array([kappa * s for s in signals], dtype=np.float32)).tolist()  # the array rounds
+            phis = _tanh(_array([kappa * s for s in signals], _FLOAT32)).tolist()  # the array rounds
         else:
             raw = [cooperation_signal(self.actions[j], averages[j]) for j in range(n)]
             phis = [bounded_response(s, p.kappa) for s in raw]
             signals = [float(s) for s in raw]
-        trust, gates, weight = self.trust.tolist(), self._gates, p.lambda_R
+        trust, weight = self.trust.tolist(), p.lambda_R
+        if n == 2 and not diagonal:  # the loop below, unrolled
+            (_, t01), (t10, _) = trust
+            (_, (amplification01, rho01)), ((amplification10, rho10), _) = gates
+            return {
+                (0, 1): _new_pair(
+                    PairReciprocity, (averages[1], signals[1], weight * t01 * amplification01 * rho01 * phis[1])
+                ),
+                (1, 0): _new_pair(
+                    PairReciprocity, (averages[0], signals[0], weight * t10 * amplification10 * rho10 * phis[0])
+                ),
+            }
         pairs = {}
         for i in range(n):
             trust_row, gate_row = trust[i], gates[i]
@@ -233,7 +268,7 @@ class TR4Game(Game):
                 amplification, rho = gate_row[j]
                 # trust_gated_effect, its product in the same order: lambda_R * T_ij * (1 + omega D_ij) * rho_ij * phi
                 effect = weight * trust_row[j] * amplification * rho * phis[j]
-                pairs[i, j] = PairReciprocity(averages[j], signals[j], effect)
+                pairs[i, j] = _new_pair(PairReciprocity, (averages[j], signals[j], effect))
         return pairs
 
     def reciprocity_modifier(self, agent: int) -> float:

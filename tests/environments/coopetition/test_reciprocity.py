@@ -347,3 +347,19 @@ def test_reciprocity_params_are_validated(field: str, value, message: str) -> No
 def test_reciprocity_params_defaults_are_the_references() -> None:
     p = ReciprocityParams()
     assert (p.rho_0, p.eta, p.kappa, p.k, p.lambda_R, p.omega) == (1.0, 1.0, 1.0, 5, 1.0, 0.6)
+
+
+def test_new_reciprocity_parameters_take_effect_mid_episode() -> None:
+    """The fixed factors of each pair (``1 + omega D_ij``, ``rho_ij``, ``f32(kappa)``) are kept
+    between rounds; new parameters replace them from the next round on."""
+    from dataclasses import replace
+
+    game = GiftExchange()
+    game.reset(0)
+    for a0, a1 in ((60.0, 10.0), (20.0, 50.0), (70.0, 5.0)):
+        result = game.step(np.array([a0, a1], dtype=np.float32))
+    assert any(v != 0.0 for v in result.info["reciprocity_effects"].values())
+    game.reciprocity = replace(game.reciprocity, lambda_R=0.0)
+    result = game.step(np.array([10.0, 70.0], dtype=np.float32))
+    assert set(result.info["reciprocity_effects"].values()) == {0.0}
+    assert game.reciprocity_modifier(0) == game.reciprocity_modifier(1) == 1.0
