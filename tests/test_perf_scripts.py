@@ -649,7 +649,7 @@ def test_suite_cpu_plugin_counts_the_tests_own_and_its_childrens_cpu(tmp_path: P
         timeout=120,
         cwd=tmp_path,
         check=False,
-        env={**os.environ, "PYTHONPATH": str(PERF), "ENVGYM_SUITE_CPU_DIR": str(out)},
+        env={**os.environ, "PYTHONPATH": str(PERF / "plugins"), "ENVGYM_SUITE_CPU_DIR": str(out)},
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = {

@@ -3,7 +3,7 @@
 Run the suite as CI does, writing JUnit XML, and (optionally) each test's CPU seconds with the
 ``suite_cpu`` plugin of this folder::
 
-    PYTHONPATH=benchmarks/perf ENVGYM_SUITE_CPU_DIR=/tmp/cpu \\
+    PYTHONPATH=benchmarks/perf/plugins ENVGYM_SUITE_CPU_DIR=/tmp/cpu \\
         bash scripts/test.sh -p suite_cpu --junitxml=/tmp/run.xml
     python benchmarks/perf/suite_time.py /tmp/run.xml --cpu /tmp/cpu
     python benchmarks/perf/suite_time.py /tmp/run.xml --before /tmp/older.xml   # the 20 slowest, before and after
@@ -12,7 +12,7 @@ It prints the run (tests, outcomes, pytest's wall time, the summed test seconds 
 to the wall time: how many workers were busy on average), the files that took longest (the
 contract checks of ``tests/test_all_envs.py`` split by environment family), the slowest tests,
 and with ``--cpu`` the CPU seconds (the test's process, the children it reaped and its live
-descendants such as browsers: a floor, see ``suite_cpu.py``) per file and the tests that mostly
+descendants such as browsers: a floor, see ``plugins/suite_cpu.py``) per file and the tests that mostly
 wait (wall time far above CPU time). With ``--before`` each file and each of the slowest tests
 (of either run) shows both runs. ``--json`` prints one JSON document instead of tables.
 """

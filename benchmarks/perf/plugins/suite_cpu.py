@@ -1,9 +1,10 @@
 """pytest plugin: each test's wall and CPU seconds, for ``benchmarks/perf/suite_time.py``.
 
-Load it with ``-p suite_cpu`` and ``benchmarks/perf`` on ``PYTHONPATH``; each process (each
+Load it with ``-p suite_cpu`` and ``benchmarks/perf/plugins`` on ``PYTHONPATH`` (a folder of its own,
+so that the scripts of ``benchmarks/perf`` cannot shadow modules of the same names); each process (each
 xdist worker) appends one JSON line per test to ``$ENVGYM_SUITE_CPU_DIR/<pid>.jsonl``::
 
-    PYTHONPATH=benchmarks/perf ENVGYM_SUITE_CPU_DIR=/tmp/cpu bash scripts/test.sh -p suite_cpu --junitxml=/tmp/run.xml
+    PYTHONPATH=benchmarks/perf/plugins ENVGYM_SUITE_CPU_DIR=/tmp/cpu bash scripts/test.sh -p suite_cpu --junitxml=/tmp/run.xml
 
 Per test (setup, call and teardown together): ``wall``; ``self``, the CPU seconds of the test's
 process; ``children``, those of the child processes it reaped (``RUSAGE_CHILDREN``); ``live``, the
