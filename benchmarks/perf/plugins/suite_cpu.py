@@ -9,9 +9,8 @@ xdist worker) appends one JSON line per test to ``$ENVGYM_SUITE_CPU_DIR/<pid>.js
 Per test (setup, call and teardown together): ``wall``; ``self``, the CPU seconds of the test's
 process; ``children``, those of the child processes it reaped (``RUSAGE_CHILDREN``); ``live``, the
 CPU seconds gained by its descendants still running at the end (a browser, a server, a
-container's client), read from ``/proc`` (Linux; 0 elsewhere). A descendant that ends unreaped
-by this process (a browser's helper reaped by its own parent is counted there) between the
-two readings is missed: the figures are a floor.
+container's client), read from ``/proc`` (Linux; 0 elsewhere). A grandchild that starts and ends
+between the two readings (a browser's short-lived helper) is missed: the figures are a floor.
 """
 
 from __future__ import annotations
@@ -29,7 +28,10 @@ _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def descendants_cpu(root: int | None = None) -> dict[int, float]:
-    """CPU seconds (user + system, with the children each has reaped) of every process below ``root``."""
+    """CPU seconds (user + system) of every process below ``root``.
+
+    Not the children each has reaped: a browser's driver reaps the browser when it stops, and the
+    browser's whole life would land on the test during which it stopped (it lingers across tests)."""
     root = os.getpid() if root is None else root
     parent: dict[int, int] = {}
     cpu: dict[int, float] = {}
@@ -46,7 +48,7 @@ def descendants_cpu(root: int | None = None) -> dict[int, float]:
             continue  # ended while we looked
         fields = stat[stat.rfind(")") + 2 :].split()  # after the command name, which may hold spaces
         parent[int(name)] = int(fields[1])
-        cpu[int(name)] = sum(int(x) for x in fields[11:15]) / _TICKS  # utime stime cutime cstime
+        cpu[int(name)] = (int(fields[11]) + int(fields[12])) / _TICKS  # utime stime
     below: dict[int, float] = {}
     for pid, seconds in cpu.items():
         up, hops = parent.get(pid), 0
