@@ -181,18 +181,20 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
 
 
+def _table(title: str, rows: list[dict[str, Any]], line: Any) -> None:
+    print(f"\n{title}")
+    for row in rows:
+        print(line(row))
+
+
 def print_tables(report: dict[str, Any], comparison: dict[str, Any] | None) -> None:
     print(
         f"{report['tests']} tests {report['outcomes']}; pytest wall {report['wall_s']:.0f} s, "
         f"test seconds summed {report['summed_s']:.0f} s ({report['busy_workers']} workers busy on average)"
     )
     if comparison is None:
-        print("\nfiles (seconds, tests)")
-        for row in report["files"]:
-            print(f"{row['seconds']:9.1f} {row['tests']:5d}  {row['file']}")
-        print("\nslowest tests (seconds)")
-        for row in report["slowest"]:
-            print(f"{row['seconds']:9.2f}  {row['id']}")
+        _table("files (seconds, tests)", report["files"], lambda r: f"{r['seconds']:9.1f} {r['tests']:5d}  {r['file']}")
+        _table("slowest tests (seconds)", report["slowest"], lambda r: f"{r['seconds']:9.2f}  {r['id']}")
     else:
         b, a = comparison["before"], comparison["after"]
         print(
@@ -200,18 +202,20 @@ def print_tables(report: dict[str, Any], comparison: dict[str, Any] | None) -> N
             f"after: {a['tests']} tests, wall {a['wall_s']:.0f} s, summed {a['summed_s']:.0f} s"
         )
         for title, table, key in (("files", "files", "file"), ("slowest tests", "slowest", "id")):
-            print(f"\n{title} (before -> after, seconds)")
-            for row in comparison[table]:
-                print(f"{_fmt(row['before_s']):>9} -> {_fmt(row['after_s']):>7}  {row[key]}")
+            _table(
+                f"{title} (before -> after, seconds)",
+                comparison[table],
+                lambda r, key=key: f"{_fmt(r['before_s']):>9} -> {_fmt(r['after_s']):>7}  {r[key]}",
+            )
     cpu = report.get("cpu")
     if cpu:
         print(f"\nCPU seconds (a floor): {cpu['cpu_s']:.0f} s over {cpu['tests_measured']} tests")
-        print("files (CPU s, wall s)")
-        for row in cpu["files"]:
-            print(f"{row['cpu_s']:9.1f} {row['seconds']:8.1f}  {row['file']}")
-        print("\ntests that mostly wait (wall s, CPU s)")
-        for row in cpu["waiting"]:
-            print(f"{row['seconds']:9.2f} {row['cpu_s']:8.2f}  {row['id']}")
+        _table("files (CPU s, wall s)", cpu["files"], lambda r: f"{r['cpu_s']:9.1f} {r['seconds']:8.1f}  {r['file']}")
+        _table(
+            "tests that mostly wait (wall s, CPU s)",
+            cpu["waiting"],
+            lambda r: f"{r['seconds']:9.2f} {r['cpu_s']:8.2f}  {r['id']}",
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

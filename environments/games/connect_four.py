@@ -27,6 +27,7 @@ __all__ = [
     "best_moves",
     "has_four",
     "parse_column",
+    "winning_cells",
 ]
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
@@ -65,8 +66,9 @@ def has_four(stones: int) -> bool:
     return False
 
 
-def _winning_cells(p: int, mask: int) -> int:
-    """Empty cells that would complete four in a row for the stones ``p`` (``mask``: every stone).
+def winning_cells(p: int, mask: int) -> int:
+    """Empty cells that would complete four in a row for the stones ``p`` (``mask``: every stone),
+    playable or not, on the bitboard of this module (bit ``col * 7 + row``, row 0 at the bottom).
 
     Vertical: three below. The other directions (shifts 7, 6 and 8: horizontal and the two
     diagonals) are written out, each shifted board computed once (the opponents' search calls this
@@ -93,8 +95,8 @@ def _winning_cells(p: int, mask: int) -> int:
 
 def _evaluate(me: int, them: int, mask: int) -> int:
     """Static score for the player owning ``me``: threats (cells that would win) and centre control."""
-    mine = _winning_cells(me, mask)
-    theirs = _winning_cells(them, mask)
+    mine = winning_cells(me, mask)
+    theirs = winning_cells(them, mask)
     return (
         4 * (mine.bit_count() - theirs.bit_count())
         + 2 * ((me & _CENTER_WEIGHT[0]).bit_count() - (them & _CENTER_WEIGHT[0]).bit_count())
@@ -105,14 +107,14 @@ def _evaluate(me: int, them: int, mask: int) -> int:
 def _negamax(me: int, mask: int, depth: int, alpha: int, beta: int) -> int:
     """Score for the player to move (stones ``me``) with ``depth`` plies left; the move was legal."""
     possible = (mask + _BOTTOM) & _FULL
-    if _winning_cells(me, mask) & possible:
+    if winning_cells(me, mask) & possible:
         return _WIN + depth
     them = me ^ mask
     if not possible:
         return 0
     if depth == 0:
         return _evaluate(me, them, mask)
-    threats = _winning_cells(them, mask)
+    threats = winning_cells(them, mask)
     forced = possible & threats
     if forced:
         if forced & (forced - 1):
@@ -141,7 +143,7 @@ def best_moves(me: int, mask: int, depth: int) -> list[int]:
     """Every column whose ``depth``-ply negamax score is the best for the player to move."""
     possible = (mask + _BOTTOM) & _FULL
     cols = [c for c in _CENTER_ORDER if possible & _COLUMN_MASK[c]]
-    wins = [c for c in cols if _winning_cells(me, mask) & possible & _COLUMN_MASK[c]]
+    wins = [c for c in cols if winning_cells(me, mask) & possible & _COLUMN_MASK[c]]
     if wins:
         return wins
     best = -_WIN * 3

@@ -8,7 +8,6 @@ from collections import Counter
 import pytest
 from envgym.agents.oracle import OracleAgent
 from envgym.agents.solvers.connect_four import Solver, parse_board, search
-from envgym.agents.solvers.connect_four import _winning_cells as solver_winning_cells
 from envgym.environments.games import connect_four as c4
 
 import envgym
@@ -125,9 +124,7 @@ def test_bitboard_rules_match_brute_force_on_random_games() -> None:
                 for r in range(6)
                 if not mask & bit(c, r) and completes_four(b.stones[mark], c, r)
             )
-            # the env's opponents and the oracle's solver each have their own (written-out) copy
-            assert c4._winning_cells(b.stones[mark], mask) == brute
-            assert solver_winning_cells(b.stones[mark], mask) == brute
+            assert c4.winning_cells(b.stones[mark], mask) == brute  # the opponents' and the oracle's
     assert board_from(DRAW_GAME).full()
 
 
@@ -212,7 +209,7 @@ def test_search_opponents_win_block_and_avoid_traps(difficulty: str) -> None:
     # O to move; X would win on row 2 of column 4 once that cell is playable: O must not play
     # column 4 (the cell below), and nothing else is forced.
     b = board_from("746163551756142")
-    threats = c4._winning_cells(b.stones["X"], b.mask)
+    threats = c4.winning_cells(b.stones["X"], b.mask)
     playable = (b.mask + c4._BOTTOM) & c4._FULL
     assert not threats & playable and (threats >> 1) & playable & c4._COLUMN_MASK[3]
     moves = c4.best_moves(b.stones["O"], b.mask, depth)
