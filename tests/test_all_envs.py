@@ -36,7 +36,14 @@ SLOW_IDS = {
 
 #: Shorter determinism rolls (default 40 steps per roll, six rolls) for ids whose every step is a
 #: page load in Chromium (~0.3 s): twelve steps still go search, results, item, options, buy.
-CHECK_KWARGS = {"gymnasium:envgym/WebShop-Browser-v0": {"steps": 12}}
+CHECK_KWARGS = {
+    "gymnasium:envgym/WebShop-Browser-v0": {"steps": 12},
+    # Seeds whose rolls play no drag: seed 0's `drag(6, 10)` selects across the native multi-select
+    # list and ends outside it, where Chromium scrolls the list on its own real-time frames while
+    # the button is held, so on a loaded machine the twin can end with another selection (a known
+    # exception to the GUI determinism, docs/environments/gui.md). Seeds 1, 3 and 5 click and type.
+    "gymnasium:envgym/MiniWoB-click-scroll-list-v0": {"seeds": (1, 3, 5)},
+}
 
 #: Ids of one entry point between two that run the Gymnasium / PettingZoo interface checks.
 API_STRIDE = 8
