@@ -541,7 +541,7 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
                     "termination_reason": reason,
                     "turn": turn,
                     "invalid_actions": invalid[i],
-                    "reward_basis": ["payoff_reward", "social_reward"],  # COMPONENTS, a fresh list
+                    "reward_basis": list(COMPONENTS),
                     "rewards": list(reward_list),
                     "payoffs": list(payoff_list),
                     "agent": agent,
@@ -555,7 +555,7 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
                 info["action_valid"] = valid.get(i, True)
                 info["reward_components"] = {"payoff_reward": payoff_list[i], "social_reward": social[i]}
                 info["invalid_actions"] = invalid[i]
-                info["reward_basis"] = ["payoff_reward", "social_reward"]
+                info["reward_basis"] = list(COMPONENTS)
                 info["rewards"] = list(reward_list)
                 info["payoffs"] = list(payoff_list)
                 info["agent"] = agent

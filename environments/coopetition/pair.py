@@ -36,10 +36,8 @@ if TYPE_CHECKING:
 
 __all__ = ["PairConstants", "clip_pair", "column_means32", "f32", "f32s", "f32x2", "play_pair", "trust_step"]
 
-_FLOAT32 = struct.Struct("f")
-_pack, _unpack = _FLOAT32.pack, _FLOAT32.unpack
-_FLOAT32_PAIR = struct.Struct("2f")
-_pack2, _unpack2 = _FLOAT32_PAIR.pack, _FLOAT32_PAIR.unpack
+_pack, _unpack = struct.Struct("f").pack, struct.Struct("f").unpack
+_pack2, _unpack2 = struct.Struct("2f").pack, struct.Struct("2f").unpack
 _pack4, _unpack4 = struct.Struct("4f").pack, struct.Struct("4f").unpack
 _pack6, _unpack6 = struct.Struct("6f").pack, struct.Struct("6f").unpack
 _pack7, _unpack7 = struct.Struct("7f").pack, struct.Struct("7f").unpack

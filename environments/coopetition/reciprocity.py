@@ -26,14 +26,13 @@ Parameters and rules as the reference (Coopetition-Gym v1, upstream commit d2dff
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 from envgym.environments.coopetition.game import Game, TrustParams, ValueParams, symmetric
-from envgym.environments.coopetition.pair import column_means32, f32, f32s
+from envgym.environments.coopetition.pair import _pack2, _unpack2, column_means32, f32, f32s
 
 from envgym.errors import ConfigError
 
@@ -56,8 +55,6 @@ __all__ = [
 
 _FLOAT32 = np.dtype(np.float32)
 _array, _tanh = np.array, np.tanh
-_PAIR2 = struct.Struct("2f")  # two float32 roundings at once (see .pair)
-_pack2, _unpack2 = _PAIR2.pack, _PAIR2.unpack
 _new_pair = tuple.__new__  # PairReciprocity(...) without its Python-level __new__
 #: The multiplier's floor: a strongly negative ``U_recip`` shrinks a reward but never flips its sign.
 MULTIPLIER_FLOOR = 0.01
