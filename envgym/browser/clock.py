@@ -17,7 +17,8 @@ observes sizes or intersections (``ResizeObserver``, ``IntersectionObserver``), 
 element under the pointer is no longer the one the last real mouse event went to (Chromium then
 moves the hover, with its ``mouseover``/``mouseout`` events and ``:hover`` styles, at the next
 frame). The init script also stops real-time sources the page does not
-own: scroll restoration after a reload, native spin buttons' auto-repeat. CSS animations and transitions are not
+own: scroll restoration after a reload, native spin buttons' auto-repeat. ``imagesLoaded()`` waits for the
+images the page added to load (they load in real time, and an image has no size before). CSS animations and transitions are not
 JavaScript timers; pages are opened with ``reduced_motion="reduce"``.
 """
 
@@ -147,6 +148,23 @@ VIRTUAL_CLOCK_JS = """
   const afterUps = (n, timeoutMs) => after(() => ups >= n, timeoutMs);
   const afterPointerAt = (x, y, timeoutMs) => after(() => pointer !== null && pointer.x === x && pointer.y === y,
                                                     timeoutMs);
+  // Images load in real time: an <img> the page adds (an icon in a list item) has no size until its
+  // file is read, so a read taken before that would see a different layout (imagesLoaded).
+  const loading = () => Array.from(document.images).filter((img) => !img.complete && img.loading !== 'lazy');
+  function imagesLoaded(timeoutMs) {
+    const pending = loading();
+    if (!pending.length) return Promise.resolve(true);
+    const left = new Set(pending);
+    return new Promise((resolve) => {
+      const done = (img) => { left.delete(img); if (!left.size) resolve(true); };
+      for (const img of pending) {
+        realAdd.call(img, 'load', () => done(img), {once: true});
+        realAdd.call(img, 'error', () => done(img), {once: true});
+        if (img.complete) done(img);
+      }
+      realTimeout(() => resolve(loading().length === 0), timeoutMs);
+    });
+  }
   function framePending() {
     if (frameListeners || document.querySelector(FRAME_HANDLERS) !== null) return true;
     if (pointer === null) return false;  // no real pointer over this document yet: no hover to move
@@ -192,6 +210,9 @@ VIRTUAL_CLOCK_JS = """
       afterUps: afterUps,
       // a promise of the end of the task of a real mouse event at (x, y) (false after timeoutMs)
       afterPointerAt: afterPointerAt,
+      // a promise of every <img> of the document (but lazy ones) being loaded or failed (false when
+      // timeoutMs of real time pass first)
+      imagesLoaded: imagesLoaded,
       reset: () => { now = EPOCH; timers.clear(); seq = 0; },
     }),
     enumerable: false,

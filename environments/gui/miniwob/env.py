@@ -85,11 +85,13 @@ _READ_JS = """async (o) => {
   const late = o.ups ? !(await window.__envgymClock.afterUps(o.ups, o.upsWait)) : false;
   if (o.flush && (o.force || window.__envgymClock.framePending())) await window.__envgymClock.frame(o.flush);
   if (o.ms > 0) window.__envgymClock.advance(o.ms);
+  // the images the page added (icons of a menu): until one loads it has no size, and the layout depends on when
+  const images = await window.__envgymClock.imagesLoaded(o.upsWait);
   const snap = window.__envgymAX.snapshot({skipIds: o.skip, boxes: o.boxes});
   return {done: !!WOB_DONE_GLOBAL, reward: Number(WOB_REWARD_GLOBAL) || 0, raw: Number(WOB_RAW_REWARD_GLOBAL) || 0,
           reason: WOB_REWARD_REASON === null || WOB_REWARD_REASON === undefined ? null : String(WOB_REWARD_REASON),
           tree: snap.text, nodes: snap.nodes, rects: snap.rects, dom: o.dom ? window.__envgymDOM() : null,
-          ups: window.__envgymClock.ups(), late: late,
+          ups: window.__envgymClock.ups(), late: late, images: images,
           still: o.shots ? document.getAnimations().length === 0 && !window.scrollX && !window.scrollY : null};
 }"""
 
@@ -469,6 +471,7 @@ class MiniWoBEnv(TextEnv):
             "boxes": self.boxes,
             "dom": self.dom and self.obs_mode == "dict",
             "shots": self.obs_mode == "dict" or self.render_mode == "rgb_array",
+            "upsWait": _CLICK_WAIT_MS,  # the longest real wait for a click's release or the page's images
         }
 
     def _read(self, ms: int, flush: int = 0) -> dict[str, Any]:
@@ -499,6 +502,8 @@ class MiniWoBEnv(TextEnv):
     def _took(self, state: dict[str, Any]) -> dict[str, Any]:
         """Keep a state the page returned (the tree, MiniWoB's globals, the boxes for clicks)."""
         self._state = state
+        if state.get("images") is False:
+            logger.warning("%s: the page's images did not load in %d ms; read anyway", self.task_name, _CLICK_WAIT_MS)
         if self._actor is not None:
             self._actor.rects = {int(r[0]): (r[1], r[2], r[3], r[4]) for r in state.pop("rects")}
         self._text = f"Task: {self._goal}\n{state['tree']}"

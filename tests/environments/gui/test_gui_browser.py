@@ -303,6 +303,68 @@ def test_click_then_evaluate_reads_after_the_click(page) -> None:
     assert page.evaluate(read, 99)[0] is False  # no such mouse-up: the wait gives up after its time
 
 
+def _slow_image_server(delay_s: float):
+    """A real HTTP server on 127.0.0.1 whose /icon.png is a 20x10 PNG sent after ``delay_s``."""
+    import io
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.new("RGB", (20, 10), (200, 0, 0)).save(buf, format="PNG")
+    png = buf.getvalue()
+
+    class Slow(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            time.sleep(delay_s)
+            self.send_response(200)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(png)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(png)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True  # closing does not wait for a request still sleeping
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@needs_browser
+def test_images_loaded_waits_for_the_images_the_page_adds(page) -> None:
+    """An <img> the page adds has no height until its file arrives (it arrives in real time): a read
+    that awaits imagesLoaded sees its laid-out size; a lazy image is not waited for; the wait gives up
+    (false) after its time."""
+    server, very_slow = _slow_image_server(0.4), _slow_image_server(30)
+    url = f"http://127.0.0.1:{server.server_address[1]}/icon.png"
+    add = """(u) => { const img = document.createElement('img'); img.src = u + '?' + Math.random(); img.style.width = '20px';
+                      document.body.appendChild(img); return img.getBoundingClientRect().height; }"""
+    wait = """async (ms) => { const ok = await window.__envgymClock.imagesLoaded(ms);
+                             return [ok, Array.from(document.images).map((i) => i.getBoundingClientRect().height)]; }"""
+    try:
+        assert page.evaluate(add, url) == 0  # not there yet: no height
+        assert page.evaluate(wait, 5000) == [True, [10]]  # 20x10 shown 20 wide
+        assert page.evaluate(add, url) == 0
+        ok, heights = page.evaluate(wait, 50)  # shorter than the server's delay
+        assert ok is False and heights == [10, 0]
+        assert page.evaluate(wait, 5000) == [True, [10, 10]]
+        lazy = """(u) => { const img = new Image(); img.loading = 'lazy'; img.id = 'lazy'; img.src = u;
+                              document.body.appendChild(img); }"""
+        page.evaluate(lazy, f"http://127.0.0.1:{very_slow.server_address[1]}/icon.png")
+        skipped = (
+            "async () => [await window.__envgymClock.imagesLoaded(5000), document.getElementById('lazy').complete]"
+        )
+        assert page.evaluate(skipped) == [True, False]  # not waited for (its file comes after 30 s)
+    finally:
+        for srv in (server, very_slow):
+            srv.shutdown()
+            srv.server_close()
+
+
 @needs_browser
 def test_screenshot_is_uint8_rgb(page) -> None:
     shot = page.screenshot()
