@@ -18,9 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("openenv.core", reason="openenv-core is not installed (pip install 'envgym[integrations]')")
-
+from lazy import installed
 from openenv_echo import LoopbackServer, echo_app, echo_package
 from typer.testing import CliRunner
 
@@ -32,6 +30,12 @@ from envgym.rollout import EpisodeTask, RunConfig, Runner
 from envgym.rollout.agent import Agent, AgentOutput
 from envgym.serve import Server
 from envgym.testing import check_env
+
+# (not importorskip: importing openenv.core takes 8 s of CPU, gradio's, that a worker collecting
+# this file without running it would pay: tests/support/lazy.py)
+pytestmark = pytest.mark.skipif(
+    not installed("openenv"), reason="openenv-core is not installed (pip install 'envgym[integrations]')"
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ACTIONS = ["hi", "hello", "good day"]

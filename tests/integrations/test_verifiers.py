@@ -19,18 +19,33 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-pytest.importorskip("verifiers.v1")
-
+from lazy import installed
 from openai_server import FakeOpenAIServer
 
 import envgym
 from envgym.errors import ConfigError, UnknownEnvError
-from envgym.integrations import verifiers as adapter
 from envgym.rollout import Conversation, PromptConfig, RunConfig, run, tasks_for
 
-# asyncio.run in the main thread: no Playwright of an earlier test may hold it (conftest).
-pytestmark = pytest.mark.usefixtures("no_thread_playwright")
+#: envgym.integrations.verifiers, imported when the module's first test runs (:func:`_adapter`)
+adapter: Any = None
+
+pytestmark = [
+    pytest.mark.skipif(not installed("verifiers"), reason="verifiers is not installed (envgym[integrations])"),
+    # asyncio.run in the main thread: no Playwright of an earlier test may hold it (conftest).
+    pytest.mark.usefixtures("no_thread_playwright"),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _adapter() -> None:
+    """Import the adapter, and so verifiers, once this module's tests run, not when it is collected:
+    verifiers takes 8 s of CPU to import, which a worker collecting the file without running it
+    would pay (tests/support/lazy.py)."""
+    global adapter
+    from envgym.integrations import verifiers
+
+    adapter = verifiers
+
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_ID = "envgym/FrozenLake-v0"
