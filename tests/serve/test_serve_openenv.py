@@ -5,23 +5,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
+from lazy import installed
 
 import envgym
 from envgym.serve import Server
 
-openenv_client = pytest.importorskip(
-    "openenv.core.generic_client", reason="OpenEnv: pip install 'envgym[integrations]'"
-)
-GenericEnvClient = openenv_client.GenericEnvClient
+#: openenv.core.generic_client.GenericEnvClient, imported when the module's first test runs
+#: (:func:`_openenv`): importing OpenEnv (gradio, fastmcp) takes ~8 s of CPU, which a worker
+#: collecting this file without running it would pay (tests/support/lazy.py).
+GenericEnvClient: Any = None
 
-# Importing OpenEnv (gradio, fastmcp) takes ~8 s of CPU; asyncio.run in the main thread needs no
-# Playwright of an earlier test holding it (conftest).
-pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("no_thread_playwright")]
+# asyncio.run in the main thread needs no Playwright of an earlier test holding it (conftest).
+pytestmark = [
+    pytest.mark.skipif(not installed("openenv"), reason="OpenEnv: pip install 'envgym[integrations]'"),
+    pytest.mark.slow,
+    pytest.mark.usefixtures("no_thread_playwright"),
+]
 WORDLE = "envgym/Wordle-v0"
 GUESSES = ["crane", "zzzzz", "slate", "pious", "dying", "mound", "wreck", "fjord", "blimp", "gusty"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _openenv() -> None:
+    global GenericEnvClient
+    from openenv.core.generic_client import GenericEnvClient
 
 
 @pytest.fixture(scope="module")
