@@ -658,3 +658,38 @@ def test_suite_cpu_plugin_counts_the_tests_own_and_its_childrens_cpu(tmp_path: P
     assert set(rows) == {"test_sample.py::test_sleeps", "test_sample.py::test_child_burns"}
     assert rows["test_sample.py::test_sleeps"]["wall"] >= 0.3
     assert rows["test_sample.py::test_child_burns"]["children"] >= 0.3  # the child ran until 0.3 s of its own CPU
+
+
+def test_suite_cpu_plugin_counts_a_lingering_child_once(tmp_path: Path) -> None:
+    """A child that burns its CPU during one test and is reaped in a later one (a lingering browser,
+    a pool): counted live in the first, not again when RUSAGE_CHILDREN takes in its whole life."""
+    (tmp_path / "test_linger.py").write_text(
+        "import subprocess, sys\n"
+        "BURN = 'import sys, time\\nwhile time.process_time() < 0.4: pass\\nprint(1, flush=True)\\nsys.stdin.read()'\n"
+        "CHILD = []\n"
+        "def test_start():\n"
+        "    CHILD.append(subprocess.Popen([sys.executable, '-c', BURN], stdin=subprocess.PIPE, stdout=subprocess.PIPE))\n"
+        "    assert CHILD[0].stdout.readline().strip() == b'1'\n"
+        "def test_reap():\n    CHILD[0].stdin.close()\n    assert CHILD[0].wait(30) == 0\n"
+    )
+    out = tmp_path / "cpu"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "suite_cpu", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PERF / "plugins"), "ENVGYM_SUITE_CPU_DIR": str(out)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = {
+        json.loads(line)["id"]: json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()
+    }
+    start, reap = rows["test_linger.py::test_start"], rows["test_linger.py::test_reap"]
+    # burnt while the first test ran, still alive; /proc counts user and system time in whole clock
+    # ticks (10 ms each), each truncated
+    assert start["live"] >= 0.4 - 0.02 and start["children"] == 0
+    # reaped in the second: RUSAGE_CHILDREN grew by its whole life (>= 0.4 s), of which only the
+    # moment between the first test's end and its exit (< 0.4 s; reading stdin costs ~nothing) is new
+    assert reap["live"] == 0 and 0 <= reap["children"] < 0.2
