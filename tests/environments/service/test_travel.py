@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import collections
 import json
-import random
 from typing import Any
 
 import pytest
 from envgym.agents.solvers.service_travel import Solver, parse_policy, parse_request
-from envgym.environments.service.core import ToolCall, ToolError, World, grade
+from envgym.environments.service.core import ServiceTask, ToolCall, ToolError, World, grade
 from envgym.environments.service.env import ServiceEnv
 from envgym.environments.service.travel.domain import TravelDomain
 from envgym.environments.service.travel.tasks import KINDS
@@ -391,21 +390,31 @@ def test_policy_document_states_the_rules_the_tools_do_not_enforce() -> None:
 
 
 # ----------------------------------------------------------------------------- generated tasks
-def _episodes(split: str, seeds: range) -> list[ServiceEnv]:
-    out = []
-    for seed in seeds:
+#: Seeds drawn per split, once for the module: generating a world is what tasks cost (a test task
+#: takes five draws on average, four of them train tasks thrown away).
+SEEDS = 400
+
+
+@pytest.fixture(scope="module")
+def generated() -> dict[str, list[tuple[World, ServiceTask]]]:
+    """The start world and task of ``reset(seed=s)`` for each split and seed ``s < SEEDS``."""
+    out: dict[str, list[tuple[World, ServiceTask]]] = {}
+    for split in ("train", "test"):
         env = ServiceEnv(domain=DOMAIN, split=split)
-        env.reset(seed=seed)
-        out.append(env)
+        out[split] = []
+        for seed in range(SEEDS):
+            env.reset(seed=seed)
+            out[split].append((env.start, env.service_task))
     return out
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("split", ["train", "test"])
-def test_every_tasks_gold_calls_solve_it_without_breaking_policy(split: str) -> None:
+def test_every_tasks_gold_calls_solve_it_without_breaking_policy(
+    split: str, generated: dict[str, list[tuple[World, ServiceTask]]]
+) -> None:
     kinds: collections.Counter[str] = collections.Counter()
-    for env in _episodes(split, range(200)):
-        task, start = env.service_task, env.start
+    for start, task in generated[split][:200]:
         world_ = start.copy()
         violations = []
         for c in task.gold_actions:
@@ -434,11 +443,12 @@ def test_tasks_are_deterministic_per_seed_and_split() -> None:
 
 
 @pytest.mark.slow
-def test_splits_are_disjoint_and_hold_hundreds_of_distinct_tasks() -> None:
+def test_splits_are_disjoint_and_hold_hundreds_of_distinct_tasks(
+    generated: dict[str, list[tuple[World, ServiceTask]]],
+) -> None:
     prints = {}
     for split in ("train", "test"):
-        env = ServiceEnv(domain=DOMAIN, split=split)
-        prints[split] = {env._draw(random.Random(f"service:{split}:{seed}"))[1].fingerprint() for seed in range(1000)}
+        prints[split] = {task.fingerprint() for _, task in generated[split]}
         assert len(prints[split]) >= 300, (split, len(prints[split]))
     assert not prints["train"] & prints["test"]
 
