@@ -98,7 +98,8 @@ def test_runner_releases_the_folder_when_the_agent_cannot_be_built(tmp_path: Pat
 @pytest.mark.slow
 def test_two_runs_on_one_folder_the_second_stops_at_once_and_kill_9_then_resume_is_whole(tmp_path: Path) -> None:
     out = tmp_path / "run"
-    args = ["run", "envgym/Sokoban-v0", "--agent", "random:4", "-n", "3000", "--seed", "3", "--max-turns", "40"]
+    episodes = 300
+    args = ["run", "envgym/Sokoban-v0", "--agent", "random:4", "-n", str(episodes), "--seed", "3", "--max-turns", "40"]
     first = subprocess.Popen(_cli(*args, "--out", str(out)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
     try:
         records = out / "episodes.jsonl"
@@ -106,6 +107,9 @@ def test_two_runs_on_one_folder_the_second_stops_at_once_and_kill_9_then_resume_
         while time.monotonic() < deadline and not (records.exists() and records.stat().st_size > 0):
             time.sleep(0.01)
         assert records.exists(), "the first run wrote nothing within 60 s"
+        # Frozen (SIGSTOP) wherever it is, lock held: it cannot finish before the second run has
+        # started, however slow that start, and the run need not be long enough to outlast it.
+        first.send_signal(signal.SIGSTOP)
         second = subprocess.run(
             _cli(*args, "--out", str(out)), capture_output=True, text=True, cwd=ROOT, timeout=120, check=False
         )
@@ -119,12 +123,12 @@ def test_two_runs_on_one_folder_the_second_stops_at_once_and_kill_9_then_resume_
         first.kill()
         first.wait(timeout=30)
     done_before = len(load_trajectories(out))
-    assert done_before < 3000
+    assert done_before < episodes
     subprocess.run(_cli(*args, "--out", str(out)), check=True, capture_output=True, cwd=ROOT, timeout=300)
-    episodes = load_trajectories(out)
-    assert [t.index for t in episodes] == list(range(3000))  # none missing
+    played = load_trajectories(out)
+    assert [t.index for t in played] == list(range(episodes))  # none missing
     rows = (out / "episodes.jsonl").read_text().splitlines()
-    assert len({json.loads(row)["index"] for row in rows}) == len(rows) == 3000  # none duplicated
+    assert len({json.loads(row)["index"] for row in rows}) == len(rows) == episodes  # none duplicated
 
 
 def test_a_bench_run_folder_held_by_another_process_is_refused(
