@@ -5,7 +5,9 @@ equals an uninterrupted run (each command's episodes and updates are seeded, so 
 The instants are drawn from a seeded RNG and counted from the moment the process takes its
 folder's lock (its startup, the same every time, is not worth killing); together they cover the
 folder's first writes (config, meta, suite.yaml, bench.json), the record appends, checkpoints
-and the last files. The uninterrupted run goes alongside the interrupted one to save time.
+and the last files. The uninterrupted run goes alongside the interrupted one to save time (``envgym
+train``'s last run and uninterrupted one play in the test's process instead, where torch and
+transformers are loaded already: importing them is most of what such a process costs).
 """
 
 from __future__ import annotations
@@ -183,25 +185,33 @@ def test_envgym_bench_run_killed_at_random_instants_resumes_to_the_same_run(tmp_
     ]
 
 
-def _train_command(out: Path) -> list[str]:
-    args = [
-        "--env", "envgymtest/Vowel-v0", "--model", "tiny", "--device", "cpu", "--group-size", "4",
+def _train_args(out: Path) -> list[str]:
+    return [
+        "train", "--env", "envgymtest/Vowel-v0", "--model", "tiny", "--device", "cpu", "--group-size", "4",
         "--groups", "2", "--max-new-tokens", "1", "--max-turns", "2", "--updates", "4", "--out", str(out),
         "--no-progress", "--set", 'prompt={"system_prompt": "", "action_tags": []}', "--set", "tensorboard=false",
         "--set", "lr=0.01", "--set", "checkpoint_every=1", "--set", "keep_checkpoints=1", "--set", "eval_every=2",
         "--set", "eval_episodes=2",
     ]  # fmt: skip
+
+
+def _train_command(out: Path) -> list[str]:
     # envgym train with the trainer tests' environment registered (it lives in that tests folder)
     code = (
         f"import sys; sys.path.insert(0, {str(TRAINER_TESTS)!r}); import test_trainer_envs; "
-        f"from envgym.cli import main; sys.argv = ['envgym', 'train', *{args!r}]; main()"
+        f"from envgym.cli import main; sys.argv = ['envgym', *{_train_args(out)!r}]; main()"
     )
     return [sys.executable, "-c", code]
 
 
-def test_envgym_train_killed_at_random_instants_resumes_to_the_same_run(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
+def test_envgym_train_killed_at_random_instants_resumes_to_the_same_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
+    from typer.testing import CliRunner
+
+    from envgym.cli import app
     from envgym.trainer.checkpoint import list_checkpoints
     from envgym.trainer.metrics import comparable, read_metrics
 
@@ -220,9 +230,30 @@ def test_envgym_train_killed_at_random_instants_resumes_to_the_same_run(tmp_path
         saved = sorted(p.name for p in (out / "checkpoints").iterdir()) if (out / "checkpoints").is_dir() else []
         return f"{_lines(out / 'metrics.jsonl')} metrics rows; checkpoints {saved}"
 
-    events = _kill_and_resume(
-        _train_command(out), _train_command(straight), tmp_path / "killed.log", kills, describe, **env
-    )
+    log = tmp_path / "killed.log"
+    events = []
+    for ready, delay in kills:
+        proc = _start(_train_command(out), log, **env)
+        events.append(f"{_kill_after(proc, ready(proc), delay)}: {describe()}")
+    assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+    print("\n".join(events))  # what each kill hit, shown with -s / -rP
+
+    # The same command finishes the run, and plays the uninterrupted one, in this process: an
+    # envgym train process spends most of its CPU importing torch and transformers, which this
+    # one loads once for both (or has already). One thread, as the killed processes had.
+    monkeypatch.syspath_prepend(str(TRAINER_TESTS))
+    import test_trainer_envs  # noqa: F401  (registers envgymtest/Vowel-v0)
+
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for folder in (out, straight):
+            result = CliRunner().invoke(app, _train_args(folder))
+            assert result.exit_code == 0 and "Traceback" not in result.output, result.output[-3000:]
+    finally:
+        torch.set_num_threads(threads)
     rows = read_metrics(out)
     assert [r["update"] for r in rows] == [0, 1, 2, 3, 4], events  # nothing lost, nothing twice
     assert [comparable(r) for r in rows] == [comparable(r) for r in read_metrics(straight)], events
