@@ -31,8 +31,9 @@ from envgym.trainer.loop import stop_on_sigint
 from envgym.trainer.metrics import comparable, read_metrics
 
 TESTS = Path(__file__).resolve().parent
-#: 4 updates, no periodic checkpoint: everything a stop keeps comes from the stop itself.
-SETTINGS: dict[str, Any] = {"updates": 4, "checkpoint_every": 0, "ppo_epochs": 2, "lr": 1e-2}
+#: 3 updates (stops come at update 3), no periodic checkpoint: everything a stop keeps comes from
+#: the stop itself.
+SETTINGS: dict[str, Any] = {"updates": 3, "checkpoint_every": 0, "ppo_epochs": 2, "lr": 1e-2}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -100,7 +101,7 @@ def test_stop_request_checkpoints_the_last_update_and_resumes_exactly(
 
     monkeypatch.undo()
     resumed = train(config(tmp_path, **SETTINGS))
-    assert (resumed.start_update, resumed.final_update, resumed.stopped) == (2, 4, False)
+    assert (resumed.start_update, resumed.final_update, resumed.stopped) == (2, 3, False)
     _same_as_straight(tmp_path, straight)
 
 
