@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import select
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,7 +48,7 @@ def _start(command: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]
         )
 
 
-def _locked_by(proc: subprocess.Popen[bytes], folder: Path) -> Callable[[], bool]:
+def _locked_by(proc: _Forked, folder: Path) -> Callable[[], bool]:
     """Whether ``proc`` holds ``folder``'s lock (its pid is in the lock file)."""
     mark = f'"pid": {proc.pid}'
 
@@ -59,7 +61,7 @@ def _locked_by(proc: subprocess.Popen[bytes], folder: Path) -> Callable[[], bool
     return ready
 
 
-def _kill_after(proc: subprocess.Popen[bytes], ready: Callable[[], bool], delay: float, *, timeout: float = 180) -> str:
+def _kill_after(proc: _Forked, ready: Callable[[], bool], delay: float, *, timeout: float = 180) -> str:
     """SIGKILL ``proc`` ``delay`` seconds after ``ready()`` first holds; returns what happened."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None and not ready():
@@ -72,39 +74,124 @@ def _kill_after(proc: subprocess.Popen[bytes], ready: Callable[[], bool], delay:
     return f"killed {delay:.3f} s in"
 
 
-def _finish(command: list[str], log: Path, **env: str) -> None:
-    proc = _start(command, log, **env)
-    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
-
-
 def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "envgym.cli", *args]
 
 
+#: A Python process that imports envgym's CLI (and more modules) once, then forks one process per
+#: command it reads (``[argv, log]``, a JSON line): the command's ``main()`` in a session of its own,
+#: stdout to /dev/null and stderr to ``log``, as ``_start`` runs it, without paying the imports
+#: again. It prints each child's pid, and its exit status when it ends (one child at a time).
+ZYGOTE = """
+import json, os, sys
+sys.path.insert(0, sys.argv[1])
+for module in json.loads(sys.argv[2]):
+    __import__(module)
+from envgym.cli import main
+print("ready", flush=True)
+for line in sys.stdin:
+    argv, log = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        null, err = os.open(os.devnull, os.O_RDWR), os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.dup2(null, 0), os.dup2(null, 1), os.dup2(err, 2)
+        sys.argv = ["envgym", *argv]
+        main()
+        sys.exit(0)
+    print(pid, flush=True)
+    print(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+"""
+
+
+class _Forked:
+    """A command forked by a :class:`_Zygote`, with the parts of ``Popen`` that ``_kill_after`` uses."""
+
+    def __init__(self, pid: int, status: Any) -> None:
+        self.pid, self.returncode, self._status = pid, None, status
+
+    def poll(self) -> int | None:
+        return self.wait(0) if select.select([self._status], [], [], 0)[0] else self.returncode
+
+    def wait(self, timeout: float) -> int:
+        if self.returncode is None:
+            if not select.select([self._status], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired(f"process {self.pid}", timeout)
+            self.returncode = int(self._status.readline())
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+
+class _Zygote:
+    """Starts commands ``envgym *argv`` as :class:`_Forked` processes (see ``ZYGOTE``)."""
+
+    def __init__(self, modules: list[str], **env: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", ZYGOTE, str(TRAINER_TESTS), json.dumps(modules)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            bufsize=0,  # unbuffered: select() sees every status line not yet read
+            cwd=ROOT,
+            env={**os.environ, "OMP_NUM_THREADS": "1", **env},
+        )
+        assert self.proc.stdout is not None and self.proc.stdout.readline() == b"ready\n"
+
+    def start(self, argv: list[str], log: Path) -> _Forked:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps([argv, str(log)]).encode() + b"\n")
+        return _Forked(int(self.proc.stdout.readline()), self.proc.stdout)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            self.proc.kill()
+
+
 def _kill_and_resume(
-    command: list[str],
+    args: list[str],
     straight_command: list[str],
     log: Path,
-    kills: list[tuple[Callable[[subprocess.Popen[bytes]], Callable[[], bool]], float]],
+    kills: list[tuple[Callable[[_Forked], Callable[[], bool]], float]],
     describe: Callable[[], str],
     **env: str,
 ) -> list[str]:
-    """Run ``straight_command`` alongside ``command``, killed once per ``kills`` entry
+    """Run ``straight_command`` alongside ``envgym *args``, killed once per ``kills`` entry
     ``(ready, delay)`` (``delay`` seconds after ``ready(proc)()`` first holds), then finish
-    ``command``; returns what each kill hit (``describe()`` of the folder it left)."""
+    ``envgym *args``; returns what each kill hit (``describe()`` of the folder it left)."""
     straight = _start(straight_command, log.with_name("straight.log"), **env)
-    events = []
+    zygote = _Zygote([], **env)
     try:
-        for ready, delay in kills:
-            proc = _start(command, log, **env)
-            events.append(f"{_kill_after(proc, ready(proc), delay)}: {describe()}")
-        _finish(command, log, **env)
+        events = _kills(zygote, args, log, kills, describe)
+        assert zygote.start(args, log).wait(timeout=300) == 0, log.read_text()[-3000:]
         assert straight.wait(timeout=300) == 0, log.with_name("straight.log").read_text()[-3000:]
     finally:
+        zygote.close()
         if straight.poll() is None:
             straight.kill()
             straight.wait(timeout=30)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
+    return events
+
+
+def _kills(
+    zygote: _Zygote,
+    args: list[str],
+    log: Path,
+    kills: list[tuple[Callable[[_Forked], Callable[[], bool]], float]],
+    describe: Callable[[], str],
+) -> list[str]:
+    """Start ``envgym *args`` once per ``kills`` entry ``(ready, delay)`` and SIGKILL it ``delay``
+    seconds after ``ready(proc)()`` first holds; returns what each kill hit."""
+    events = []
+    for ready, delay in kills:
+        proc = zygote.start(args, log)
+        events.append(f"{_kill_after(proc, ready(proc), delay)}: {describe()}")
     print("\n".join(events))  # what each kill hit, shown with -s / -rP
     return events
 
@@ -125,7 +212,7 @@ def test_envgym_run_killed_at_random_instants_resumes_to_the_same_run(tmp_path: 
     # among the first files (config, meta), then among the records
     kills = [(locked, rng.uniform(0.0, 0.05)), (locked, rng.uniform(0.0, 0.6)), (locked, rng.uniform(0.2, 1.2))]
     events = _kill_and_resume(
-        _cli(*args, "--out", str(out)),
+        [*args, "--out", str(out)],
         _cli(*args, "--out", str(straight)),
         tmp_path / "killed.log",
         kills,
@@ -164,7 +251,7 @@ def test_envgym_bench_run_killed_at_random_instants_resumes_to_the_same_run(tmp_
     kills = [(locked, rng.uniform(0.0, 0.03)), (locked, rng.uniform(0.0, 0.8)), (locked, rng.uniform(0.2, 1.5))]
     entries = out / "entries"
     events = _kill_and_resume(
-        _cli(*args, "--out", str(out)),
+        [*args, "--out", str(out)],
         _cli(*args, "--out", str(straight)),
         tmp_path / "killed.log",
         kills,
@@ -195,13 +282,17 @@ def _train_args(out: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def _train_command(out: Path) -> list[str]:
-    # envgym train with the trainer tests' environment registered (it lives in that tests folder)
-    code = (
-        f"import sys; sys.path.insert(0, {str(TRAINER_TESTS)!r}); import test_trainer_envs; "
-        f"from envgym.cli import main; sys.argv = ['envgym', *{_train_args(out)!r}]; main()"
-    )
-    return [sys.executable, "-c", code]
+#: What ``envgym train`` imports before it trains (a few seconds of CPU a process), and the trainer
+#: tests' environment (it lives in that tests folder).
+TRAIN_MODULES = [
+    "torch",
+    "transformers",
+    "transformers.models.llama.modeling_llama",
+    "envgym.models",
+    "envgym.trainer.loop",
+    "envgym.trainer.policy",
+    "test_trainer_envs",
+]
 
 
 def test_envgym_train_killed_at_random_instants_resumes_to_the_same_run(
@@ -218,7 +309,7 @@ def test_envgym_train_killed_at_random_instants_resumes_to_the_same_run(
     rng = random.Random(8)
     out, straight = tmp_path / "killed", tmp_path / "straight"
 
-    def rows_written(count: int) -> Callable[[subprocess.Popen[bytes]], Callable[[], bool]]:
+    def rows_written(count: int) -> Callable[[_Forked], Callable[[], bool]]:
         # Startup (torch, the model) takes seconds; the instants count from a metrics row instead.
         return lambda proc: lambda: _lines(out / "metrics.jsonl") >= count
 
@@ -231,12 +322,12 @@ def test_envgym_train_killed_at_random_instants_resumes_to_the_same_run(
         return f"{_lines(out / 'metrics.jsonl')} metrics rows; checkpoints {saved}"
 
     log = tmp_path / "killed.log"
-    events = []
-    for ready, delay in kills:
-        proc = _start(_train_command(out), log, **env)
-        events.append(f"{_kill_after(proc, ready(proc), delay)}: {describe()}")
+    zygote = _Zygote(TRAIN_MODULES, **env)
+    try:
+        events = _kills(zygote, _train_args(out), log, kills, describe)
+    finally:
+        zygote.close()
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]
-    print("\n".join(events))  # what each kill hit, shown with -s / -rP
 
     # The same command finishes the run, and plays the uninterrupted one, in this process: an
     # envgym train process spends most of its CPU importing torch and transformers, which this
