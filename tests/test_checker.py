@@ -108,6 +108,46 @@ def test_named_checks_run_on_their_own() -> None:
         check_bad_inputs(RaisingEnv(), "raising", 0, CheckReport("raising"))
 
 
+class _DriftsOnRepeatedInvalid(GuessEnv):
+    """Breaks the contract on the fourth invalid step in a row: that one changes the state."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.invalid_run = 0
+
+    def reset(self, *args: Any, **kwargs: Any) -> Any:
+        self.invalid_run = 0
+        return super().reset(*args, **kwargs)
+
+    def _parse(self, text: str) -> int:
+        try:
+            return super()._parse(text)
+        except Exception:
+            self.invalid_run += 1
+            if self.invalid_run == 4:
+                self.last = -1
+            raise
+
+
+def test_fuzz_steps_bad_actions_in_a_row_and_resets_only_when_needed() -> None:
+    """The fuzz steps every bad action from the seed's first state, resetting only after a valid step
+    or an episode's end: a run of invalid steps with no reset between them still shows a leak."""
+    with pytest.raises(EnvContractError, match=r"\[fuzz\].*changed the state"):
+        check_bad_inputs(_DriftsOnRepeatedInvalid(max_turns=100), "drift", 0, CheckReport("drift"))
+    good = GuessEnv(max_turns=100)
+    resets = []
+    original = good.reset
+    good.reset = lambda *a, **k: resets.append(1) or original(*a, **k)  # type: ignore[method-assign]
+    check_bad_inputs(good, "guess", 0, CheckReport("guess"))
+    assert len(resets) == 1  # every bad action is invalid here and ends nothing
+    short = GuessEnv(max_turns=3)
+    resets.clear()
+    original = short.reset
+    short.reset = lambda *a, **k: resets.append(1) or original(*a, **k)  # type: ignore[method-assign]
+    check_bad_inputs(short, "guess", 0, CheckReport("guess"))
+    assert len(resets) == -(-len(BAD_ACTIONS) // 3)  # truncated every third invalid step: reset again
+
+
 class _CountedGuess(GuessEnv):
     """GuessEnv that counts the live instances (an env holding a browser or a sandbox would leak it)."""
 
