@@ -3,8 +3,8 @@
 The fast tests drive the environment objects the way TRL's tool loop does (``reset(**row)``,
 the ``act`` tool, ``get_reward()``, reward functions called with ``environments=``) and check
 every reward against the same episode played in-process with ``envgym.make``. The slow ones
-train for real with TRL on the tiny test model: ``examples/trl_grpo.py --smoke`` as a subprocess
-(envs in-process) and the example's trainer over a live ``envgym serve`` (one server per module).
+train for real with TRL on the tiny test model: ``examples/trl_grpo.py --smoke`` (its ``main``;
+envs in-process) and the example's trainer over a live ``envgym serve`` (one server per module).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import importlib.util
 import inspect
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -56,6 +55,15 @@ def played_in_process(env_id: str, seed: int, actions: list[str], **kwargs: Any)
             break
     env.close()
     return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def no_mlflow() -> Iterator[None]:
+    """TRL imports MLflow (seconds of CPU) where it is installed, for its profiling metrics; these
+    tests report to no tracker. Off while they run, if they are the first to import TRL."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DISABLE_MLFLOW_INTEGRATION", "TRUE")
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -454,30 +462,6 @@ def check_trained_on_envgym(summary: dict[str, Any], *, url: str | None) -> None
     assert summary["max_weight_change"] > 0
 
 
-@pytest.mark.slow
-def test_example_smoke_trains_on_envgym_envs(tmp_path: Path) -> None:
-    env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "trl_grpo.py"), "--smoke", "--output-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        cwd=ROOT,
-        env=env,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    check_trained_on_envgym(json.loads(done.stdout), url=None)
-
-
-@pytest.fixture(scope="module")
-def lake_server() -> Iterator[Any]:
-    from envgym.serve import Server
-
-    with Server([LAKE], idle_timeout=120.0) as live:
-        yield live
-
-
 @pytest.fixture
 def one_thread() -> Iterator[None]:
     import torch
@@ -488,8 +472,59 @@ def one_thread() -> Iterator[None]:
     torch.set_num_threads(threads)
 
 
+#: glibc's mallopt parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD, _M_MMAP_MAX = -1, -3, -4
+
+
+@pytest.fixture
+def heap_for_big_tensors() -> Iterator[None]:
+    """Keep the large blocks torch frees in the heap for the next one, during a training run.
+
+    On a CPU, TRL's chunked log-probabilities build temporaries of (tokens x vocabulary) floats,
+    about 280 MB each here (49,152 tokens of vocabulary), dozens per step. glibc serves any block
+    over 32 MiB with a fresh mmap and unmaps it on free, so the kernel faults in and zeroes every
+    page of every temporary again: as many CPU seconds in the kernel as in the arithmetic. With
+    mmap off and no trimming, freed blocks are reused. Afterwards: mmap back on, the thresholds
+    where glibc's own adaptive ones top out (32 MiB, twice that for trimming), and the freed
+    memory returned to the system. Only glibc has mallopt; elsewhere this does nothing.
+    """
+    import ctypes
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        yield
+        return
+    libc = ctypes.CDLL(None)
+    libc.mallopt(_M_MMAP_MAX, 0)
+    libc.mallopt(_M_TRIM_THRESHOLD, 2**31 - 1)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_MAX, 65536)  # glibc's default
+        libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, 64 << 20)
+        libc.malloc_trim(0)
+
+
 @pytest.mark.slow
-def test_grpo_trains_over_envgym_serve(lake_server, one_thread, tmp_path: Path) -> None:
+def test_example_smoke_trains_on_envgym_envs(one_thread, heap_for_big_tensors, tmp_path: Path, capsys) -> None:
+    """``examples/trl_grpo.py --smoke``: the script's ``main`` with those arguments, in this
+    process (a subprocess would import torch, transformers and TRL again, a third of its time)."""
+    example = load_example()
+    assert example.main(["--smoke", "--output-dir", str(tmp_path)]) == 0
+    check_trained_on_envgym(json.loads(capsys.readouterr().out), url=None)
+
+
+@pytest.fixture(scope="module")
+def lake_server() -> Iterator[Any]:
+    from envgym.serve import Server
+
+    with Server([LAKE], idle_timeout=120.0) as live:
+        yield live
+
+
+@pytest.mark.slow
+def test_grpo_trains_over_envgym_serve(lake_server, one_thread, heap_for_big_tensors, tmp_path: Path) -> None:
     example = load_example()
     trainer, factory = example.build(example.SMOKE, url=lake_server.url, output_dir=str(tmp_path))
     try:
