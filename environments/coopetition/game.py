@@ -528,6 +528,10 @@ class Game:
         """TR-4 hook: agent ``agent``'s reward multiplier this round."""
         return 1.0
 
+    def _pair_factors(self) -> tuple[Any, Any]:
+        """:meth:`reciprocity_modifier` of both agents of a two-agent game, in agent order."""
+        return self.reciprocity_modifier(0), self.reciprocity_modifier(1)
+
     def terminated(self) -> bool:
         """The game's own early-termination rule (checked after each round)."""
         return False

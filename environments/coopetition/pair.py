@@ -215,8 +215,8 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
     game.history.append(acts.copy())
     game.actions = acts
     if params is not None:
-        game.trust = _array([t00, t01, t10, t11]).reshape(2, 2)
-        game.reputation = _array([r00, r01, r10, r11]).reshape(2, 2)
+        game.trust = _array(((t00, t01), (t10, t11)))
+        game.reputation = _array(((r00, r01), (r10, r11)))
     else:
         w01, w10 = c.D01, c.D10
     game._value_parts = (acts, total)
@@ -240,7 +240,7 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
         rewards = np.array(reward, dtype=np.float32) * collective
         payoff, reward = payoffs.tolist(), rewards.tolist()
     if game._has_reciprocity:
-        factors = game.reciprocity_modifier(0), game.reciprocity_modifier(1)
+        factors = game._pair_factors()
         if factors[0].__class__ is float and factors[1].__class__ is float:  # both at once, as below
             f0, f1, p0, r0, p1, r1 = _unpack6(_pack6(*factors, payoff[0], reward[0], payoff[1], reward[1]))
             payoff[0], reward[0], payoff[1], reward[1] = _unpack4(_pack4(p0 * f0, r0 * f0, p1 * f1, r1 * f1))

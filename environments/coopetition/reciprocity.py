@@ -227,11 +227,29 @@ class TR4Game(Game):
         return pairs
 
     def _compute_pairs(self, *, diagonal: bool = False) -> dict[tuple[int, int], PairReciprocity]:
-        n, p, t = self.n_agents, self.reciprocity, len(self.history)
+        n, p, history = self.n_agents, self.reciprocity, self.history
+        t = len(history)
         if not t:
             zero = PairReciprocity(0.0, 0.0, 0.0)
             return {(i, j): zero for i in range(n) for j in range(n)}
-        averages = [0.0] * n if t <= 1 else _memory_averages(self.history[-min(p.k, t - 1) :], range(n))
+        if t <= 1:
+            averages = [0.0] * n
+        elif n == 2:  # _memory_averages' float32 means, two at a time
+            window = history[-min(p.k, t - 1) :]
+            if len(window) < 8 and all(row.dtype is _FLOAT32 for row in window):
+                first, *rest = window
+                m0, m1 = first.tolist()
+                if rest:
+                    for row in rest:
+                        v0, v1 = row.tolist()
+                        m0, m1 = _unpack2(_pack2(m0 + v0, m1 + v1))
+                    count = len(window)
+                    m0, m1 = _unpack2(_pack2(m0 / count, m1 / count))
+                averages = [m0, m1]
+            else:
+                averages = _memory_averages(window, range(n))
+        else:
+            averages = _memory_averages(history[-min(p.k, t - 1) :], range(n))
         kappa, gates = self._fixed()
         if self.actions.dtype is _FLOAT32 and n == 2:  # as below, two at a time
             (a0, a1), (m0, m1) = self.actions.tolist(), averages
@@ -279,8 +297,27 @@ class TR4Game(Game):
         multiplier = 1.0 + u_recip / self._scale  # reciprocity_multiplier, its max() written out
         return multiplier if multiplier > MULTIPLIER_FLOOR else MULTIPLIER_FLOOR  # noqa: FURB136 (no call)
 
+    def _pair_factors(self) -> tuple[Any, Any]:
+        """:meth:`reciprocity_modifier` of both agents of a two-agent game (``.pair.play_pair``)."""
+        if type(self).reciprocity_modifier is not TR4Game.reciprocity_modifier or not self.history:
+            return self.reciprocity_modifier(0), self.reciprocity_modifier(1)
+        pairs = self.pairs()
+        scale = self._scale
+        m0 = 1.0 + (0.0 + pairs[0, 1].effect) / scale  # reciprocity_modifier's sum from 0.0, then the multiplier
+        m1 = 1.0 + (0.0 + pairs[1, 0].effect) / scale
+        return (m0 if m0 > MULTIPLIER_FLOOR else MULTIPLIER_FLOOR), (m1 if m1 > MULTIPLIER_FLOOR else MULTIPLIER_FLOOR)  # noqa: FURB136
+
     def legacy_info(self) -> dict[str, Any]:
         info = super().legacy_info()
+        if self.n_agents == 2:  # the loop below, unrolled
+            pairs = self.pairs()
+            m01, s01, e01 = pairs[0, 1]
+            m10, s10, e10 = pairs[1, 0]
+            info["cooperation_signals"] = {"0->1": s01, "1->0": s10}
+            info["reciprocity_effects"] = {"0->1": e01, "1->0": e10}
+            info["memory_averages"] = {"0->1": m01, "1->0": m10}
+            info["tr4_memory_window"] = self.reciprocity.k
+            return info
         signals: dict[str, float] = {}
         effects: dict[str, float] = {}
         averages: dict[str, float] = {}
