@@ -41,7 +41,15 @@ from operator import itemgetter
 from typing import Any, ClassVar
 
 import numpy as np
-from envgym.environments.coopetition.pair import PairConstants, clip_pair, f32x2, play_pair, trust_step
+from envgym.environments.coopetition.pair import (
+    PairConstants,
+    _pack2,
+    _unpack2,
+    clip_pair,
+    f32x2,
+    play_pair,
+    trust_step,
+)
 
 from envgym.errors import ConfigError
 
@@ -600,9 +608,14 @@ class Game:
         if self._pair and actions.dtype is _FLOAT32:  # numpy's float32 means, in Python floats
             a0, a1 = actions.tolist()
             c = self._pair_constants
-            x0, x1 = f32x2(a0 / c.e0, a1 / c.e1)
-            actions_sum, rates_sum = f32x2(a0 + a1, x0 + x1)
-            mean_cooperation, cooperation_rate = f32x2(actions_sum / 2, rates_sum / 2)
+            try:  # f32x2 of each pair, without its call
+                x0, x1 = _unpack2(_pack2(a0 / c.e0, a1 / c.e1))
+                actions_sum, rates_sum = _unpack2(_pack2(a0 + a1, x0 + x1))
+                mean_cooperation, cooperation_rate = _unpack2(_pack2(actions_sum / 2, rates_sum / 2))
+            except OverflowError:
+                x0, x1 = f32x2(a0 / c.e0, a1 / c.e1)
+                actions_sum, rates_sum = f32x2(a0 + a1, x0 + x1)
+                mean_cooperation, cooperation_rate = f32x2(actions_sum / 2, rates_sum / 2)
             (_, t01), (t10, _) = self.trust.tolist()  # mean_trust() and mean_reputation_damage(), inline
             (_, r01), (r10, _) = self.reputation.tolist()
             return {
@@ -653,8 +666,8 @@ class Game:
             (t0, t1), (t2, t3) = self.trust.tolist()
             (d0, d1), (d2, d3) = self.D.tolist()
             a0, a1 = self.actions.tolist()
-            state = [a0, a1, t0, t1, t2, t3, r0, r1, r2, r3, d0, d1, d2, d3]
-            state += ((r0 + r1) / 2, (r2 + r3) / 2, self.step_count / self.max_steps)
+            state = [a0, a1, t0, t1, t2, t3, r0, r1, r2, r3, d0, d1, d2, d3, (r0 + r1) / 2, (r2 + r3) / 2]
+            state.append(self.step_count / self.max_steps)
             pick0, pick1 = self._pickers[1]
             return [_array(pick0(state), _FLOAT32), _array(pick1(state), _FLOAT32)]
         n = self.n_agents

@@ -230,6 +230,32 @@ def test_parallel_invalid_round_is_not_played_and_names_the_offender() -> None:
     assert not any(terms.values())
 
 
+@pytest.mark.parametrize("game", ["GiftExchange", "PartnerHoldUp"])
+def test_parallel_two_agent_round_is_the_same_from_a_dict_and_any_mapping(game: str) -> None:
+    """A plain dict takes the written-out two-agent path of ``step``, other mappings the loops:
+    the same observations, rewards, ends and infos (values, types and key order)."""
+    from types import MappingProxyType
+
+    def trace(env, wrap):
+        rng = np.random.default_rng(3)
+        out = [repr(env.reset(seed=4))]
+        for k in range(30):
+            if not env.agents:  # an early end (the hold-up game's exit)
+                out.append(repr(env.reset(seed=k)))
+            acts = {a: np.asarray([rng.uniform(-10, 110)], dtype=F32) for a in env.possible_agents}
+            if k % 7 == 3:
+                acts["agent_1"] = np.asarray([np.nan], dtype=F32)
+            obs, rewards, terms, truncs, infos = env.step(wrap(acts))
+            out.append(repr((obs, rewards, terms, truncs, infos)))
+            out.append(repr([type(v) for d in (rewards, *infos.values()) for v in d.values()]))
+        return out
+
+    fast, slow = (envgym.make_parallel(f"envgym/Coop-{game}-v0", reward_mode="integrated") for _ in range(2))
+    assert trace(fast, dict) == trace(slow, MappingProxyType)
+    with pytest.raises(UnknownAgentError, match="agent_9"):
+        fast.step({"agent_0": np.array([50.0], F32), "agent_9": np.array([1.0], F32)})
+
+
 def test_observation_configs_shape_what_agents_see() -> None:
     full = envgym.make_parallel(TD, obs_config="full_observability")
     real = envgym.make_parallel(TD)
