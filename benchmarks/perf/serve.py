@@ -435,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.steps, args.sessions, args.seconds = 200, 8, 1.0
+        args.steps, args.sessions, args.seconds = 200, 8, 0.5
         args.openenv_sessions, args.disconnects = 4, 3
     parts = set(args.only or ["roundtrip", "sessions", "openenv", "disconnects"])
     report: dict[str, Any] = {

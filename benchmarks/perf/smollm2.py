@@ -18,7 +18,7 @@ thread count, which the report shows):
    one-token generation). One untimed one-token warm-up call comes first; each number is the
    best of ``--repeats`` runs (default 2), as other processes only ever make runs slower.
 
-``--quick`` shrinks everything to finish in well under a minute (batch sizes 1 and 4, 8 new
+``--quick`` shrinks everything to finish in well under a minute (batch sizes 1 and 2, 4 new
 tokens); it exists for the smoke test. Usage::
 
     python benchmarks/perf/smollm2.py                 # table
@@ -230,15 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="tiny settings for a smoke test (< 60 s)")
     parser.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     parser.add_argument("--reconvert", action="store_true", help="time the conversion into a temporary cache")
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=None, help="default: 1 8 32 (quick: 1 4)")
-    parser.add_argument("--new-tokens", type=int, default=None, help="tokens per episode (default 64, quick 8)")
+    parser.add_argument("--batch-sizes", type=int, nargs="+", default=None, help="default: 1 8 32 (quick: 1 2)")
+    parser.add_argument("--new-tokens", type=int, default=None, help="tokens per episode (default 64, quick 4)")
     parser.add_argument("--repeats", type=int, default=None, help="best of N runs per batch size (default 2, quick 1)")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda when available)")
     args = parser.parse_args(argv)
     if args.batch_sizes is None:
-        args.batch_sizes = [1, 4] if args.quick else [1, 8, 32]
+        args.batch_sizes = [1, 2] if args.quick else [1, 8, 32]
     if args.new_tokens is None:
-        args.new_tokens = 8 if args.quick else 64
+        args.new_tokens = 4 if args.quick else 64
     if args.repeats is None:
         args.repeats = 1 if args.quick else 2
     if min(args.batch_sizes) < 1 or args.new_tokens < 1 or args.repeats < 1:
