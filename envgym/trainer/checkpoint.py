@@ -32,7 +32,14 @@ from envgym._runfiles import fsync_folder, write_atomic
 from envgym.errors import ConfigError
 from envgym.rollout.records import json_safe
 
-__all__ = ["CHECKPOINTS_DIR", "latest_checkpoint", "list_checkpoints", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "CHECKPOINTS_DIR",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "remove_stale_checkpoints",
+    "save_checkpoint",
+]
 
 log = logging.getLogger(__name__)
 
@@ -122,10 +129,18 @@ def save_checkpoint(
     fsync_folder(root)
     for _, old in list_checkpoints(run)[:-keep]:
         _retire(old)
-    for stale in root.glob(".update-*.tmp"):  # left by a crash while saving or pruning
-        shutil.rmtree(stale, ignore_errors=True)
+    remove_stale_checkpoints(run)
     log.info("checkpoint written: %s", final)
     return final
+
+
+def remove_stale_checkpoints(run: str | os.PathLike[str]) -> None:
+    """Delete the temporary folders (``.update-*.tmp``) a crash left while a checkpoint was saved
+    or an old one retired. Only the run's writer may call it (it holds the folder's lock): a resume
+    that finds the run already finished saves nothing, and would otherwise leave them."""
+    root = Path(run) / CHECKPOINTS_DIR
+    for stale in root.glob(".update-*.tmp"):
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def load_checkpoint(folder: str | os.PathLike[str], *, policy: Any, optimizer: Any) -> dict[str, Any]:

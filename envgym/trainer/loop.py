@@ -79,7 +79,7 @@ from envgym.trainer import policy as trainer_policy  # load_policy looked up at 
 from envgym.trainer import vllm_generation  # looked up at call time (tests replace VLLMGeneration)
 from envgym.trainer.algorithms import Algorithm, get_algorithm
 from envgym.trainer.batch import Collected, TrainBatch, collect
-from envgym.trainer.checkpoint import CHECKPOINTS_DIR, save_checkpoint
+from envgym.trainer.checkpoint import CHECKPOINTS_DIR, remove_stale_checkpoints, save_checkpoint
 from envgym.trainer.collapse import CollapseMonitor, diversity_metrics
 from envgym.trainer.config import TrainConfig, recorded_config
 from envgym.trainer.distributed import Distributed
@@ -273,6 +273,7 @@ class Trainer:
         checkpoint to resume from (``None``: a fresh start). The lock (one writer per folder, a
         second ``envgym train --out`` on it stops here) is held until :meth:`train` returns."""
         self._owner = FolderLock(self.out, "training folder")
+        remove_stale_checkpoints(self.out)  # a kill while a checkpoint was saved or retired
         return open_run_folder(self.out, self.config, world_size=self.dist.world_size)
 
     def _open_folder_everywhere(self) -> Path | None:

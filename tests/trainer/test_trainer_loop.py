@@ -229,6 +229,23 @@ def test_masked_positions_get_zero_gradient(tmp_path: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- runs and resume
+def test_running_a_finished_run_again_removes_what_a_kill_while_pruning_left(tmp_path: Path) -> None:
+    """A kill while the last checkpoint retired the one before it (renamed aside, then deleted)
+    leaves that folder half deleted; running the finished run again saves no checkpoint, and still
+    removes it (envgym train's kill test met this: tests/rollout/test_rundir_kill.py)."""
+    settings = {"updates": 2, "checkpoint_every": 1, "keep_checkpoints": 1, "eval_every": 0}
+    Trainer(config(tmp_path, **settings)).train()
+    checkpoints = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["update-000002"]
+    left = checkpoints / ".update-000001.retired.tmp"  # as a kill inside _retire leaves it
+    (left / "model").mkdir(parents=True)
+    (left / "COMPLETE").write_text("")
+    (checkpoints / ".update-000003.tmp").mkdir()  # and a kill while saving
+    again = Trainer(config(tmp_path, **settings)).train()
+    assert again.start_update == again.final_update == 2  # nothing to do: no checkpoint saved
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["update-000002"]
+
+
 def test_resume_gives_the_same_metrics_and_weights(tmp_path: Path) -> None:
     settings = {
         "algo": "ppo",
