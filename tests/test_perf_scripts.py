@@ -743,6 +743,24 @@ def test_suite_time_sums_a_run_and_compares_two(tmp_path: Path) -> None:
     assert "--top must be >= 1" in run_script("suite_time.py", str(after), "--top", "0").stderr
 
 
+def _suite_cpu_rows(folder: Path) -> dict[str, dict[str, float]]:
+    """The ``suite_cpu`` plugin's rows (by test id) of a serial pytest run of the tests in ``folder``."""
+    out = folder / "cpu"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "suite_cpu", "-p", "no:cacheprovider", "-p", "no:xdist"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=folder,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PERF / "plugins"), "ENVGYM_SUITE_CPU_DIR": str(out)},
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return {
+        json.loads(line)["id"]: json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()
+    }
+
+
 def test_suite_cpu_plugin_counts_the_tests_own_and_its_childrens_cpu(tmp_path: Path) -> None:
     (tmp_path / "test_sample.py").write_text(
         "import subprocess, sys, time\n"
@@ -750,32 +768,7 @@ def test_suite_cpu_plugin_counts_the_tests_own_and_its_childrens_cpu(tmp_path: P
         "def test_sleeps():\n    time.sleep(0.3)\n"
         "def test_child_burns():\n    subprocess.run([sys.executable, '-c', BURN], check=True)\n"
     )
-    out = tmp_path / "cpu"
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "suite_cpu",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:xdist",
-            "test_sample.py",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(PERF / "plugins"), "ENVGYM_SUITE_CPU_DIR": str(out)},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = {
-        json.loads(line)["id"]: json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()
-    }
+    rows = _suite_cpu_rows(tmp_path)
     assert set(rows) == {"test_sample.py::test_sleeps", "test_sample.py::test_child_burns"}
     assert rows["test_sample.py::test_sleeps"]["wall"] >= 0.3
     assert rows["test_sample.py::test_child_burns"]["children"] >= 0.3  # the child ran until 0.3 s of its own CPU
@@ -793,20 +786,7 @@ def test_suite_cpu_plugin_counts_a_lingering_child_once(tmp_path: Path) -> None:
         "    assert CHILD[0].stdout.readline().strip() == b'1'\n"
         "def test_reap():\n    CHILD[0].stdin.close()\n    assert CHILD[0].wait(30) == 0\n"
     )
-    out = tmp_path / "cpu"
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "suite_cpu", "-p", "no:cacheprovider", "-p", "no:xdist"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-        check=False,
-        env={**os.environ, "PYTHONPATH": str(PERF / "plugins"), "ENVGYM_SUITE_CPU_DIR": str(out)},
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    rows = {
-        json.loads(line)["id"]: json.loads(line) for f in out.glob("*.jsonl") for line in f.read_text().splitlines()
-    }
+    rows = _suite_cpu_rows(tmp_path)
     start, reap = rows["test_linger.py::test_start"], rows["test_linger.py::test_reap"]
     # burnt while the first test ran, still alive; /proc counts user and system time in whole clock
     # ticks (10 ms each), each truncated
