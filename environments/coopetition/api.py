@@ -61,8 +61,6 @@ COMPONENTS: tuple[str, ...] = ("payoff_reward", "social_reward")
 COMMON_KWARGS: tuple[str, ...] = ("reward_mode", "normalize", "reward_scale")
 DEFAULT_INVALID_LIMIT = 3
 _SUCCESS = TerminationReason.SUCCESS.value
-#: The problems of a round every agent played validly (one object: :meth:`CoopParallelEnv._infos` tests it by identity).
-_NO_PROBLEMS: Mapping[int, str] = {}
 #: Stands for a missing agent's action (``None`` is an action, an invalid one).
 _NO_ACTION = object()
 # bound once: the per-round code reads them without numpy's module lookup
@@ -518,39 +516,6 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
         task = episode.task()
         numbers = episode.numbers()
         reward_list, payoff_list = rewards.tolist(), payoffs.tolist()
-        if len(reward_list) == 2 and problems is _NO_PROBLEMS and _PER_AGENT_KEYS.isdisjoint(numbers):
-            # a played two-agent round: the loop below, written out
-            (r0, r1), (p0, p1) = reward_list, payoff_list
-            social = f32x2(r0 - p0, r1 - p1)
-            own0, own1 = episode.game.actions.tolist()
-            reason = episode.reason
-            invalid0, invalid1 = episode.invalid
-            first = {
-                "task": task,  # fresh (episode.task()); the second agent's is a copy
-                "admissible_actions": None,
-                "action_valid": True,
-                "reward_components": {"payoff_reward": p0, "social_reward": social[0]},
-                "success": reason == _SUCCESS,
-                "termination_reason": reason,
-                "turn": episode.game.step_count,
-                "invalid_actions": invalid0,
-                "reward_basis": list(COMPONENTS),
-                "rewards": [r0, r1],
-                "payoffs": [p0, p1],
-                "agent": "agent_0",
-                "own_action": own0,
-                **numbers,
-            }
-            second = first.copy()
-            second["task"] = dict(task)
-            second["reward_components"] = {"payoff_reward": p1, "social_reward": social[1]}
-            second["invalid_actions"] = invalid1
-            second["reward_basis"] = list(COMPONENTS)
-            second["rewards"] = [r0, r1]
-            second["payoffs"] = [p0, p1]
-            second["agent"] = "agent_1"
-            second["own_action"] = own1
-            return {"agent_0": first, "agent_1": second}
         if len(reward_list) == 2:  # float32 differences (as the text view reports them), in Python floats
             (r0, r1), (p0, p1) = reward_list, payoff_list
             social = f32x2(r0 - p0, r1 - p1)
@@ -646,7 +611,6 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
             terminated = result.terminated
             truncated = result.truncated and not terminated
             valid = self._all_valid
-            problems = _NO_PROBLEMS
         infos = self._infos(valid, rewards, payoffs, problems)
         observations = self._observations()
         possible = self.possible_agents

@@ -41,15 +41,7 @@ from operator import itemgetter
 from typing import Any, ClassVar
 
 import numpy as np
-from envgym.environments.coopetition.pair import (
-    PairConstants,
-    _pack2,
-    _unpack2,
-    clip_pair,
-    f32x2,
-    play_pair,
-    trust_step,
-)
+from envgym.environments.coopetition.pair import PairConstants, clip_pair, f32x2, play_pair, trust_step
 
 from envgym.errors import ConfigError
 
@@ -608,14 +600,9 @@ class Game:
         if self._pair and actions.dtype is _FLOAT32:  # numpy's float32 means, in Python floats
             a0, a1 = actions.tolist()
             c = self._pair_constants
-            try:  # f32x2 of each pair, without its call
-                x0, x1 = _unpack2(_pack2(a0 / c.e0, a1 / c.e1))
-                actions_sum, rates_sum = _unpack2(_pack2(a0 + a1, x0 + x1))
-                mean_cooperation, cooperation_rate = _unpack2(_pack2(actions_sum / 2, rates_sum / 2))
-            except OverflowError:
-                x0, x1 = f32x2(a0 / c.e0, a1 / c.e1)
-                actions_sum, rates_sum = f32x2(a0 + a1, x0 + x1)
-                mean_cooperation, cooperation_rate = f32x2(actions_sum / 2, rates_sum / 2)
+            x0, x1 = f32x2(a0 / c.e0, a1 / c.e1)
+            actions_sum, rates_sum = f32x2(a0 + a1, x0 + x1)
+            mean_cooperation, cooperation_rate = f32x2(actions_sum / 2, rates_sum / 2)
             (_, t01), (t10, _) = self.trust.tolist()  # mean_trust() and mean_reputation_damage(), inline
             (_, r01), (r10, _) = self.reputation.tolist()
             return {
