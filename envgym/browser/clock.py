@@ -160,7 +160,6 @@ VIRTUAL_CLOCK_JS = """
       for (const img of pending) {
         realAdd.call(img, 'load', () => done(img), {once: true});
         realAdd.call(img, 'error', () => done(img), {once: true});
-        if (img.complete) done(img);
       }
       realTimeout(() => resolve(loading().length === 0), timeoutMs);
     });
