@@ -5,6 +5,7 @@ of one forward pass)."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import itertools
 import os
@@ -351,3 +352,65 @@ def test_episode_kv_stays_within_its_position_budget(monkeypatch: pytest.MonkeyP
     _conversation(agent, 2, None)
     kept = agent._episode_kv
     assert 1 <= len(kept) < 4 and (len(kept) == 1 or sum(len(seq) for seq, _ in kept.values()) <= 150)
+
+
+def test_decoding_in_place_gives_the_numbers_of_appending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoding writes each step's keys and values into spare room of the cache instead of
+    appending them (a copy of the whole cache per step); the replies, log-probs and the KV kept
+    for the next turn are the ones appending gives, bit for bit, through rows that finish early
+    (and leave the batch), cached system turns and episode KV reused across turns."""
+    model, tokenizer = tiny_causal_lm(seed=0)
+    room: list[int] = []
+    make_room = hf_module._make_room
+
+    def recording(cache: Any, spare: int) -> None:
+        room.append(spare)
+        make_room(cache, spare)
+
+    def agent_with_limits() -> HFAgent:
+        # Rows of one call end at different steps (per-episode token limits), so the batch shrinks.
+        agent = HFAgent(model_obj=model, tokenizer=tokenizer, max_new_tokens=8, temperature=1.0)
+        act = agent.act
+        agent.act = lambda batch: act(  # type: ignore[method-assign]
+            [dataclasses.replace(item, max_new_tokens=3 + int(item.episode_id[-1])) for item in batch]
+        )
+        return agent
+
+    monkeypatch.setattr(hf_module, "_make_room", recording)
+    agent = agent_with_limits()
+    roomy, _ = _conversation(agent, 3, 1)
+    kept = agent._episode_kv
+    assert room and set(room) == {5}  # the longest limit (6) less the prefill's token
+    monkeypatch.setattr(hf_module, "_make_room", lambda cache, spare: None)
+    plain_agent = agent_with_limits()
+    plain, _ = _conversation(plain_agent, 3, 1)
+    lengths = {len(out.token_ids) for turn in roomy for out in turn}
+    assert lengths == {3, 4, 5, 6}, lengths
+    for turn_roomy, turn_plain in zip(roomy, plain, strict=True):
+        for a, b in zip(turn_roomy, turn_plain, strict=True):
+            assert a.token_ids == b.token_ids and a.logprobs == b.logprobs
+    assert kept.keys() == plain_agent._episode_kv.keys()
+    for episode, (sequence, layers) in kept.items():
+        other_sequence, other_layers = plain_agent._episode_kv[episode]
+        assert sequence == other_sequence
+        for (k, v), (k2, v2) in zip(layers, other_layers, strict=True):
+            assert torch.equal(k, k2) and torch.equal(v, v2)
+
+
+def test_the_roomy_layer_grows_when_its_room_runs_out() -> None:
+    layer_class = hf_module._roomy_layer_class()
+    keys, values = torch.randn(2, 3, 5, 4), torch.randn(2, 3, 5, 4)
+    layer = layer_class(keys, values, 2)
+    steps = [(torch.randn(2, 3, 1, 4), torch.randn(2, 3, 1, 4)) for _ in range(4)]  # two more than the room
+    for k, v in steps:
+        out_k, out_v = layer.update(k, v)
+    assert torch.equal(out_k, torch.cat([keys, *(k for k, _ in steps)], dim=2))
+    assert torch.equal(out_v, torch.cat([values, *(v for _, v in steps)], dim=2))
+    assert layer.get_seq_length() == 9
+    layer.batch_select_indices(torch.tensor([1]))
+    assert torch.equal(layer.keys, out_k[1:])
+    layer.reorder_cache(torch.tensor([0, 0]))
+    assert torch.equal(layer.values[1], out_v[1]) and layer.keys.shape == (2, 3, 9, 4)
+    layer.keys, layer.values = layer.keys[..., :-2, :], layer.values[..., :-2, :]  # what a crop does
+    more = torch.randn(2, 3, 3, 4)
+    assert torch.equal(layer.update(more, more)[0][:, :, 7:], more) and layer.get_seq_length() == 10
