@@ -606,7 +606,8 @@ class CoopParallelEnv(_View, ParallelEnv[str, np.ndarray, np.ndarray]):
             terminated, truncated = episode.over, False
             valid = {i: i not in problems for i in range(n)}
         else:
-            result = episode.play(_array(contributions, _FLOAT32))
+            # two agents: the floats themselves (the pair path rounds them to float32 as numpy would)
+            result = episode.play(contributions if n == 2 else _array(contributions, _FLOAT32))
             rewards, payoffs = result.rewards, result.payoffs
             terminated = result.terminated
             truncated = result.truncated and not terminated

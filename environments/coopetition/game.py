@@ -430,6 +430,8 @@ class Game:
         cls = type(self)
         self._pair = n == 2 and all(getattr(cls, name) is getattr(Game, name) for name in _PAIR_ARITHMETIC)
         self._pair_constants = PairConstants.of(self) if self._pair else None
+        #: float32 scratch of two numbers: the pair path's ``tanh`` runs in it (no array made per round)
+        self._scratch2 = np.zeros(2, dtype=np.float32)
         self._has_collective = cls.collective_modifier is not Game.collective_modifier
         self._has_reciprocity = cls.reciprocity_modifier is not Game.reciprocity_modifier
         self.rng = np.random.default_rng(0)

@@ -152,6 +152,13 @@ class PairConstants(NamedTuple):
 def clip_pair(actions: Any, e0: float, e1: float) -> tuple[float, float] | None:
     """``np.clip(np.asarray(actions, float32), 0, e)`` as two floats; ``None`` for anything but two
     numbers without NaN (the array code then decides: it broadcasts, raises or keeps the NaN)."""
+    if actions.__class__ is list and len(actions) == 2:  # two Python floats (the Parallel view's round)
+        x0, x1 = actions
+        if x0.__class__ is float and x1.__class__ is float:
+            x0, x1 = f32x2(x0, x1)  # numpy's cast to float32 (to infinity beyond its range)
+            if math.isnan(x0) or math.isnan(x1):  # the array code decides
+                return None
+            return (min(x0, e0) if x0 > 0.0 else 0.0), (min(x1, e1) if x1 > 0.0 else 0.0)
     raw = _asarray(actions, _FLOAT32)
     if raw.shape != (2,):
         return None
@@ -183,7 +190,9 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
             s0, s1 = np.tanh(params.kappa * (acts - game.baselines)).tolist()
         else:  # kappa * (a - b) in float32, then numpy's float32 tanh
             d0, d1 = _unpack2(_pack2(a0 - c.b0, a1 - c.b1))
-            s0, s1 = _tanh(_array(_unpack2(_pack2(kappa * d0, kappa * d1)), _FLOAT32)).tolist()
+            scratch = game._scratch2  # its float32 elements round the products as numpy's cast
+            scratch[0], scratch[1] = kappa * d0, kappa * d1
+            s0, s1 = _tanh(scratch, out=scratch).tolist()
         t01, r01 = trust_step(params, s1, t01, r01, c.amp01)  # agent 0 sees agent 1's signal
         t10, r10 = trust_step(params, s0, t10, r10, c.amp10)
         # min(T_ij, 1 - R_ij) of the new matrices (Game.effective_trust), rounded below

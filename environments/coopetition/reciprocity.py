@@ -254,7 +254,9 @@ class TR4Game(Game):
         if self.actions.dtype is _FLOAT32 and n == 2:  # as below, two at a time
             (a0, a1), (m0, m1) = self.actions.tolist(), averages
             signals = s0, s1 = _unpack2(_pack2(a0 - m0, a1 - m1))
-            phis = _tanh(_array((kappa * s0, kappa * s1), _FLOAT32)).tolist()  # the array rounds
+            scratch = self._scratch2  # float32: its elements round the products
+            scratch[0], scratch[1] = kappa * s0, kappa * s1
+            phis = _tanh(scratch, out=scratch).tolist()
         elif self.actions.dtype is _FLOAT32:  # float32 signals and responses, as numpy's scalars give them
             signals = f32s([a - m for a, m in zip(self.actions.tolist(), averages, strict=True)])
             phis = _tanh(_array([kappa * s for s in signals], _FLOAT32)).tolist()  # the array rounds
