@@ -172,6 +172,25 @@ def test_rounds_beyond_float32_and_numpy_parameters_match_the_array_code() -> No
         assert fast._pair_constants.kappa32 is None or math.isnan(float(fast.step(row).rewards[0]))
 
 
+def test_clip_pair_of_two_floats_is_numpys_clip_of_their_float32_array() -> None:
+    """The Parallel view hands two Python floats: rounded to float32 as numpy casts them (to infinity
+    past its range), then clipped, as ``np.clip(np.asarray(floats, float32), 0, e)``; NaN is left to
+    the array code, as it is from an array."""
+    from envgym.environments.coopetition.pair import clip_pair
+
+    values = [0.0, -0.0, -3.0, 1e-46, 3e-10, 0.1, 1 / 3, 79.99999999, 80.0, 80.000001, 1e39, -1e39, math.inf]
+    for x0 in values:
+        for x1 in values:
+            with np.errstate(over="ignore"):
+                array = np.asarray([x0, x1], dtype=np.float32)
+            expected = np.clip(array, 0.0, np.array([100.0, 80.0])).tolist()
+            got = clip_pair([x0, x1], 100.0, 80.0)
+            assert got is not None and [v.hex() for v in got] == [float(v).hex() for v in expected], (x0, x1)
+            assert clip_pair(array, 100.0, 80.0) == got
+    assert clip_pair([math.nan, 1.0], 100.0, 80.0) is None
+    assert clip_pair([1.0, math.nan], 100.0, 80.0) is None
+
+
 def test_f32_is_numpys_float32_cast() -> None:
     rng = np.random.default_rng(0)
     values = np.concatenate(
