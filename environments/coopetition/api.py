@@ -222,7 +222,7 @@ class _Episode:
         if any(s >= self.invalid_limit for s in self.streak):
             self.over, self.reason = True, TerminationReason.INVALID_LIMIT.value
 
-    def play(self, actions: np.ndarray) -> StepResult:
+    def play(self, actions: np.ndarray | list[float]) -> StepResult:
         self.streak = [0] * self.game.n_agents
         result = self.game.step(actions)
         self.last = result

@@ -34,7 +34,17 @@ import numpy as np
 if TYPE_CHECKING:
     from envgym.environments.coopetition.game import Game, TrustParams
 
-__all__ = ["PairConstants", "clip_pair", "column_means32", "f32", "f32s", "f32x2", "play_pair", "trust_step"]
+__all__ = [
+    "PairConstants",
+    "clip_pair",
+    "column_means32",
+    "f32",
+    "f32s",
+    "f32x2",
+    "play_pair",
+    "tanh32x2",
+    "trust_step",
+]
 
 _pack, _unpack = struct.Struct("f").pack, struct.Struct("f").unpack
 _pack2, _unpack2 = struct.Struct("2f").pack, struct.Struct("2f").unpack
@@ -96,6 +106,14 @@ def column_means32(rows: Sequence[Sequence[float]]) -> tuple[float, ...]:
     return f32s([t / count for t in totals])
 
 
+def tanh32x2(scratch: np.ndarray, x: float, y: float) -> list[float]:
+    """numpy's float32 ``tanh`` of ``x`` and ``y`` rounded to float32 (what ``np.tanh`` of their
+    float32 array gives), computed in ``scratch`` (a float32 array of two, the game's own) so that
+    no array is made per round; its elements round the numbers as numpy's cast does."""
+    scratch[0], scratch[1] = x, y
+    return _tanh(scratch, out=scratch).tolist()
+
+
 def trust_step(params: TrustParams, s: float, t: float, r: float, amp: float) -> tuple[float, float]:
     """One ordered pair's trust and reputation after a round: the signal ``s`` the partner sent,
     trust ``t`` and damage ``r`` before it, ``amp = 1 + xi * D`` (float32); see :mod:`.game`.
@@ -152,17 +170,18 @@ class PairConstants(NamedTuple):
 def clip_pair(actions: Any, e0: float, e1: float) -> tuple[float, float] | None:
     """``np.clip(np.asarray(actions, float32), 0, e)`` as two floats; ``None`` for anything but two
     numbers without NaN (the array code then decides: it broadcasts, raises or keeps the NaN)."""
-    if actions.__class__ is list and len(actions) == 2:  # two Python floats (the Parallel view's round)
-        x0, x1 = actions
-        if x0.__class__ is float and x1.__class__ is float:
-            x0, x1 = f32x2(x0, x1)  # numpy's cast to float32 (to infinity beyond its range)
-            if math.isnan(x0) or math.isnan(x1):  # the array code decides
-                return None
-            return (min(x0, e0) if x0 > 0.0 else 0.0), (min(x1, e1) if x1 > 0.0 else 0.0)
-    raw = _asarray(actions, _FLOAT32)
-    if raw.shape != (2,):
-        return None
-    x0, x1 = raw.tolist()
+    if (
+        actions.__class__ is list
+        and len(actions) == 2
+        and actions[0].__class__ is float
+        and actions[1].__class__ is float
+    ):
+        x0, x1 = f32x2(*actions)  # two Python floats (the Parallel view's round): numpy's float32 cast
+    else:
+        raw = _asarray(actions, _FLOAT32)
+        if raw.shape != (2,):
+            return None
+        x0, x1 = raw.tolist()
     if math.isnan(x0) or math.isnan(x1):
         return None
     # np.clip gives +0.0 for -0.0 and everything below 0, as these conditionals do.
@@ -190,9 +209,7 @@ def play_pair(game: Game, actions: Any) -> tuple[np.ndarray, np.ndarray] | None:
             s0, s1 = np.tanh(params.kappa * (acts - game.baselines)).tolist()
         else:  # kappa * (a - b) in float32, then numpy's float32 tanh
             d0, d1 = _unpack2(_pack2(a0 - c.b0, a1 - c.b1))
-            scratch = game._scratch2  # its float32 elements round the products as numpy's cast
-            scratch[0], scratch[1] = kappa * d0, kappa * d1
-            s0, s1 = _tanh(scratch, out=scratch).tolist()
+            s0, s1 = tanh32x2(game._scratch2, kappa * d0, kappa * d1)
         t01, r01 = trust_step(params, s1, t01, r01, c.amp01)  # agent 0 sees agent 1's signal
         t10, r10 = trust_step(params, s0, t10, r10, c.amp10)
         # min(T_ij, 1 - R_ij) of the new matrices (Game.effective_trust), rounded below

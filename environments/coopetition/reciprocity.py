@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 from envgym.environments.coopetition.game import Game, TrustParams, ValueParams, symmetric
-from envgym.environments.coopetition.pair import _pack2, _unpack2, column_means32, f32, f32s
+from envgym.environments.coopetition.pair import _pack2, _unpack2, column_means32, f32, f32s, tanh32x2
 
 from envgym.errors import ConfigError
 
@@ -254,9 +254,7 @@ class TR4Game(Game):
         if self.actions.dtype is _FLOAT32 and n == 2:  # as below, two at a time
             (a0, a1), (m0, m1) = self.actions.tolist(), averages
             signals = s0, s1 = _unpack2(_pack2(a0 - m0, a1 - m1))
-            scratch = self._scratch2  # float32: its elements round the products
-            scratch[0], scratch[1] = kappa * s0, kappa * s1
-            phis = _tanh(scratch, out=scratch).tolist()
+            phis = tanh32x2(self._scratch2, kappa * s0, kappa * s1)
         elif self.actions.dtype is _FLOAT32:  # float32 signals and responses, as numpy's scalars give them
             signals = f32s([a - m for a, m in zip(self.actions.tolist(), averages, strict=True)])
             phis = _tanh(_array([kappa * s for s in signals], _FLOAT32)).tolist()  # the array rounds
