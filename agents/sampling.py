@@ -53,6 +53,23 @@ def _mix32(x: Any) -> Any:
     return x ^ (x >> 16)
 
 
+def _mul32_(x: Any, c: int) -> Any:
+    """:func:`_mul32` in place on an int64 tensor (the same arithmetic, no new tensor for each op)."""
+    if c < 1 << 31:
+        return x.mul_(c).bitwise_and_(_M32)
+    high = (x & 1).bitwise_left_shift_(31)
+    return x.mul_(c - (1 << 31)).add_(high).bitwise_and_(_M32)
+
+
+def _mix32_(x: Any) -> Any:
+    """:func:`_mix32` in place on an int64 tensor."""
+    x.bitwise_xor_(x >> 16)
+    _mul32_(x, 0x7FEB352D)
+    x.bitwise_xor_(x >> 15)
+    _mul32_(x, 0x846CA68B)
+    return x.bitwise_xor_(x >> 16)
+
+
 def row_step_keys(keys: Any, step: int) -> tuple[Any, Any]:
     """Two 32-bit words per row for decoding step ``step``, from the rows' 63-bit ``keys``
     (int64 tensor or Python int)."""
@@ -69,10 +86,14 @@ def counter_bits(keys: Any, step: int, ids: Any) -> Any:
     counters below 2**32 (vocabulary indices). Returns ``[rows, n]`` int64 in ``[0, 2**32)``.
     Also works on Python ints (the tests' reference)."""
     a, b = row_step_keys(keys, step)
-    if not isinstance(a, int):
-        a, b = a.unsqueeze(-1), b.unsqueeze(-1)
-    x = _mix32(a ^ _mix32(_mul32(ids & _M32, _GOLDEN) ^ 0x27D4EB2F))
-    return _mix32(x ^ b)
+    if isinstance(a, int):
+        return _mix32(_mix32(a ^ _mix32(_mul32(ids & _M32, _GOLDEN) ^ 0x27D4EB2F)) ^ b)
+    # The same arithmetic in place. The ids' own part is hashed once per distinct row: ids that
+    # broadcast one row over all (a stride-0 ``expand``, as the rest's race passes) hash that row.
+    shared = ids.dim() == 2 and ids.shape[0] > 1 and ids.stride(0) == 0
+    per_id = _mix32_(_mul32_(ids[:1] & _M32 if shared else ids & _M32, _GOLDEN).bitwise_xor_(0x27D4EB2F))
+    x = _mix32_(a.unsqueeze(-1) ^ per_id)
+    return _mix32_(x.bitwise_xor_(b.unsqueeze(-1)))
 
 
 def _gumbel(keys: Any, step: int, ids: Any) -> Any:
@@ -184,8 +205,8 @@ def _race(log_probs: Any, keys: Any, step: int) -> Any:
     tokens = torch.cat([top_ids, rest_id], dim=-1).gather(-1, best).squeeze(-1)
     lines = (best.squeeze(-1) == RACE_CANDIDATES).nonzero().squeeze(-1)
     if lines.numel():  # the rest won: which of its tokens, by a race among them (ids vocab+1...)
-        ids = torch.arange(vocab, device=log_probs.device).expand(lines.numel(), vocab)
+        ids = torch.arange(vocab + 1, 2 * vocab + 1, device=log_probs.device).expand(lines.numel(), vocab)
         rest_lp = log_probs[lines].scatter(-1, top_ids[lines], float("-inf"))
-        inner = rest_lp.double() + _gumbel(keys[lines], step, ids + vocab + 1)
+        inner = rest_lp.double() + _gumbel(keys[lines], step, ids)
         tokens[lines] = inner.argmax(dim=-1)
     return tokens

@@ -414,6 +414,14 @@ def test_sampler_draws_are_a_function_of_the_counter() -> None:
     bits = sampling.counter_bits(keys[:2], 7, ids)
     assert bits.tolist() == [[sampling.counter_bits(int(k), 7, i) for i in ids[0].tolist()] for k in keys[:2].tolist()]
     assert bits.min() >= 0 and bits.max() < 2**32
+    # one row of ids broadcast over every line (a stride-0 expand, hashed once): the same bits,
+    # and the in-place arithmetic leaves the caller's tensors as they were
+    row = torch.tensor([3, 2**31 - 1, 2**31, 2**32 - 1, 49153])
+    shared, keys4 = row.expand(4, 5), keys[:4].clone()
+    bits = sampling.counter_bits(keys4, 2, shared)
+    assert bits.tolist() == [[sampling.counter_bits(int(k), 2, i) for i in row.tolist()] for k in keys4.tolist()]
+    assert torch.equal(bits, sampling.counter_bits(keys4, 2, shared.contiguous()))
+    assert row.tolist() == [3, 2**31 - 1, 2**31, 2**32 - 1, 49153] and torch.equal(keys4, keys[:4])
 
 
 # ----------------------------------------------------------------------------- the real SmolLM2
