@@ -347,6 +347,26 @@ def test_decode_cache_script_on_a_tiny_model(forked: ForkServer) -> None:
     )
 
 
+# ---------------------------------------------------------------- sampler.py
+def test_sampler_script_beside_a_baseline_copy(forked: ForkServer, tmp_path: Path) -> None:
+    copy = tmp_path / "sampling_copy.py"
+    copy.write_text((ROOT / "agents" / "sampling.py").read_text(encoding="utf-8"), encoding="utf-8")
+    proc = forked.run("sampler.py", "--rows", "3", "--vocab", "300", "--steps", "3", "--baseline", str(copy), "--json")
+    assert proc.returncode == 0, proc.stderr
+    cases = json.loads(proc.stdout)["cases"]
+    assert [(c["distribution"], c["rows"], c["vocab"]) for c in cases] == [("flat", 3, 300), ("peaked", 3, 300)]
+    for case in cases:
+        assert case["identical"] is True  # the same code on the same logits and keys
+        assert case["current_ms"] > 0 and case["speedup"] == pytest.approx(case["baseline_ms"] / case["current_ms"], rel=1e-2)
+        assert 0 <= case["rest_won_share"] <= 1
+    # a flat distribution over 300 tokens leaves most of the mass outside the top 64: the rest wins often
+    assert cases[0]["rest_won_share"] > cases[1]["rest_won_share"]
+    not_a_sampler = tmp_path / "other.py"
+    not_a_sampler.write_text("x = 1\n", encoding="utf-8")
+    proc = forked.run("sampler.py", "--rows", "1", "--vocab", "10", "--steps", "1", "--baseline", str(not_a_sampler))
+    assert proc.returncode != 0 and "has no sample_next_tokens" in proc.stderr
+
+
 # ---------------------------------------------------------------- learn.py
 def test_learn_intervals_and_verdict() -> None:
     """The interval helpers of the learning figure (the training itself takes 30 minutes)."""
