@@ -1,6 +1,6 @@
 """``python -m envgym``: the ``envgym`` command (:mod:`envgym.cli`), for when the console script
 is not on ``PATH`` (a virtual environment that is not activated, ``pipx run``)."""
 
-from envgym.cli import app
+from envgym.cli import main
 
-app(prog_name="envgym")
+main(prog_name="envgym")

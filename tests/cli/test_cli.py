@@ -72,6 +72,46 @@ def test_unknown_command_is_a_usage_error() -> None:
     assert invoke("lst").exit_code == 2
 
 
+def test_each_subcommand_alone_is_the_full_apps() -> None:
+    """``main`` builds the app with only the subcommand it runs: every subcommand's help (and so
+    its options and arguments) is the full app's, and the full app has no command outside COMMANDS."""
+    from envgym.cli import COMMANDS, build_app
+
+    full = [c.name for c in app.registered_commands] + [g.name for g in app.registered_groups]
+    assert sorted(full) == sorted(COMMANDS)
+    for name in COMMANDS:
+        alone = runner.invoke(build_app([name]), [name, "--help"])
+        assert alone.exit_code == 0 and alone.stdout == invoke(name, "--help").stdout, name
+    assert runner.invoke(build_app([]), ["--version"]).stdout == invoke("--version").stdout
+
+
+def test_main_imports_only_the_subcommand_it_runs() -> None:
+    import subprocess
+
+    script = (
+        "import json, sys\n"
+        "from envgym.cli import main\n"
+        "try:\n"
+        "    main(sys.argv[1:])\n"
+        "except SystemExit as stop:\n"
+        "    code = stop.code\n"
+        "print('\\n' + json.dumps([code, sorted(m for m in sys.modules if m.startswith('envgym.cli._'))]))\n"
+    )
+
+    def run(*args: str) -> tuple[int, list[str]]:
+        proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False)
+        code, modules = json.loads(proc.stdout.strip().rsplit("\n", 1)[-1])
+        return code, modules
+
+    code, modules = run("list", "--family", "games", "--json")
+    assert code == 0 and "envgym.cli._catalog" in modules
+    assert not {"envgym.cli._train", "envgym.cli._bench", "envgym.cli._leaderboard", "envgym.cli._run"} & set(modules)
+    code, modules = run("--version")
+    assert code == 0 and modules == []
+    code, modules = run("lst")  # a misspelt command: the full app, to suggest among them all
+    assert code == 2 and {"envgym.cli._train", "envgym.cli._catalog"} <= set(modules)
+
+
 # ---------------------------------------------------------------- parsing helpers
 def test_parse_kwargs_json_values_else_strings() -> None:
     parsed = parse_kwargs(["size=6", "slippery=true", "difficulty=hard", "xs=[1, 2]", "none=null", 'text="6"', "e="])
