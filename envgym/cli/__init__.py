@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import sys
+from collections.abc import Iterable
 from typing import Annotated, Any
 
 import typer
@@ -55,7 +56,7 @@ def _root(
     """Gymnasium and PettingZoo text environments for LLM agents."""
 
 
-def build_app(names: Any = None) -> typer.Typer:
+def build_app(names: Iterable[str] | None = None) -> typer.Typer:
     """The ``envgym`` Typer app with the subcommands ``names`` (default: all of :data:`COMMANDS`)."""
     app = typer.Typer(
         name="envgym",
