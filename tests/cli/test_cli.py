@@ -100,6 +100,7 @@ def test_main_imports_only_the_subcommand_it_runs() -> None:
 
     def run(*args: str) -> tuple[int, list[str]]:
         proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=False)
+        assert proc.returncode == 0, proc.stderr  # main's exit is caught: the script itself ends normally
         code, modules = json.loads(proc.stdout.strip().rsplit("\n", 1)[-1])
         return code, modules
 
