@@ -219,14 +219,10 @@ def generate_figures(
     tokens/s their difference gives."""
     import torch
 
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), int(pad), dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt) :] = torch.tensor(prompt, dtype=torch.long)
-        mask[row, width - len(prompt) :] = 1
-    ids, mask = ids.to(model.device), mask.to(model.device)
+    # left padding with the pad token that envgym's tokenizer loaders always set
+    batch = tokenizer.pad({"input_ids": prompts}, padding=True, padding_side="left", return_tensors="pt")
+    ids, mask = batch["input_ids"].to(model.device), batch["attention_mask"].to(model.device)
+    width = ids.shape[1]
     variants: dict[str, dict[str, Any]] = {
         "dynamic_cache": {"disable_compile": True},
         "static_cache": {"cache_implementation": "static", "disable_compile": True},
@@ -245,7 +241,7 @@ def generate_figures(
                 max_new_tokens=tokens,
                 min_new_tokens=tokens,
                 do_sample=False,
-                pad_token_id=int(pad),
+                pad_token_id=tokenizer.pad_token_id,
                 **kwargs,
             )
         if cuda:
